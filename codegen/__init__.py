@@ -1,0 +1,1 @@
+"""Build-time code generation: typed heuristic rules -> kernel instantiations and dispatch chain."""

@@ -1,0 +1,110 @@
+"""Render the kernel instantiations (one translation unit per schedule) and the dispatch chain.
+
+    python codegen/generate.py --out DIR [--schedules "a;b"] [--list]
+
+Output goes to DIR only, in sorted order, each file rewritten only when its text changes, so the
+same rules give byte-identical files and unchanged files keep their timestamps. --schedules builds
+a subset (for development): rules naming a schedule left out are dropped, and the last rule kept
+becomes the catch-all. --list prints the files that would be written, one per line.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import jinja2
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from codegen.rules import FAMILIES, Family, Rule  # noqa: E402
+
+KERNEL_TEMPLATE = ROOT / "kernels" / "mm_mixed_input.cu.j2"
+DISPATCH_TEMPLATE = ROOT / "codegen" / "templates" / "dispatch.cpp.j2"
+
+
+@dataclass(frozen=True)
+class ChainLink:
+    name: str
+    condition: str  # C++ condition, "" for the catch-all
+
+
+def _condition(rule: Rule) -> str:
+    parts = [f"{var} <= {bound}" for var, bound in (("M", rule.m_max), ("N", rule.n_max), ("K", rule.k_max))
+             if bound is not None]
+    return " && ".join(parts)
+
+
+def _chain(family: Family, built: set[str]) -> list[ChainLink]:
+    rules = [r for r in family.rules if r.schedule.name(family.name) in built]
+    if not rules:
+        raise SystemExit(f"generate.py: no schedule of family {family.name} is selected")
+    links = [ChainLink(r.schedule.name(family.name), _condition(r)) for r in rules]
+    links[-1] = ChainLink(links[-1].name, "")
+    # anything after the first catch-all is unreachable
+    first_catch_all = next(i for i, link in enumerate(links) if not link.condition)
+    return links[: first_catch_all + 1]
+
+
+def all_schedule_names() -> list[str]:
+    return sorted(s.name(f.name) for f in FAMILIES for s in f.schedules())
+
+
+def render(selected: list[str] | None = None) -> dict[str, str]:
+    """File name -> text of every generated file."""
+    problems = [p for f in FAMILIES for p in f.problems()]
+    if problems:
+        raise SystemExit("generate.py: malformed rules:\n  " + "\n  ".join(problems))
+    known = set(all_schedule_names())
+    wanted = set(selected) if selected else known
+    unknown = wanted - known
+    if unknown:
+        raise SystemExit(f"generate.py: unknown schedules {sorted(unknown)}; known: {sorted(known)}")
+
+    env = jinja2.Environment(loader=jinja2.FileSystemLoader([str(KERNEL_TEMPLATE.parent), str(DISPATCH_TEMPLATE.parent)]),
+                             undefined=jinja2.StrictUndefined, keep_trailing_newline=True)
+    kernel = env.get_template(KERNEL_TEMPLATE.name)
+    files: dict[str, str] = {}
+    families = []
+    for family in FAMILIES:
+        built = [s for s in family.schedules() if s.name(family.name) in wanted]
+        if not built:
+            continue
+        entries = [dict(name=s.name(family.name), schedule=s) for s in built]
+        for e in entries:
+            files[f"mm_{e['name']}.cu"] = kernel.render(name=e["name"], schedule=e["schedule"], family=family)
+        families.append(dict(name=family.name, built=entries,
+                             chain=_chain(family, {e["name"] for e in entries})))
+    files["dispatch.cpp"] = env.get_template(DISPATCH_TEMPLATE.name).render(families=families)
+    return dict(sorted(files.items()))
+
+
+def write(out: Path, files: dict[str, str]) -> None:
+    out.mkdir(parents=True, exist_ok=True)
+    for name, text in files.items():
+        path = out / name
+        if not path.exists() or path.read_text() != text:
+            path.write_text(text)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--schedules", default="", help="';'-separated schedule names (default: all)")
+    parser.add_argument("--list", action="store_true", help="print the files, write nothing")
+    args = parser.parse_args(argv)
+    selected = [s for s in args.schedules.replace(",", ";").split(";") if s.strip()]
+    files = render([s.strip() for s in selected])
+    if args.list:
+        print("\n".join(str(args.out / name) for name in files))
+    else:
+        write(args.out, files)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,107 @@
+"""The dispatch heuristic of quantgemm, as typed data.
+
+A family is one GEMM kind (weight type x activation type). Its rules are read in order; the first
+rule whose bounds admit the problem (M <= m_max, N <= n_max, K <= k_max, a None bound admitting
+anything) names the schedule. The last rule of a family admits everything. The schedules a family
+instantiates are exactly those its rules name.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+#: Activation-row tile sizes the sm90 mixed-input kernel supports (the wgmma N).
+MIXED_INPUT_TILE_M = (8, 16, 32, 64, 128, 256)
+
+
+@dataclass(frozen=True, order=True)
+class Schedule:
+    """One compiled kernel configuration of the transposed problem out^T = W a^T."""
+
+    tile_n: int  #: weight rows per CTA tile (the wgmma M, two consumer warpgroups of 64)
+    tile_m: int  #: activation rows per CTA tile (the wgmma N)
+    cluster: tuple[int, int, int] = (1, 1, 1)
+
+    def name(self, family: str) -> str:
+        c = "x".join(str(v) for v in self.cluster)
+        return f"{family}_{self.tile_n}x{self.tile_m}_c{c}"
+
+    def problems(self) -> list[str]:
+        """Why this schedule cannot be compiled, if it cannot."""
+        out = []
+        if self.tile_n != 128:
+            out.append(f"tile_n must be 128 (one prepacked block row), got {self.tile_n}")
+        if self.tile_m not in MIXED_INPUT_TILE_M:
+            out.append(f"tile_m must be one of {MIXED_INPUT_TILE_M}, got {self.tile_m}")
+        if self.cluster != (1, 1, 1):
+            out.append(f"cluster must be (1, 1, 1), got {self.cluster}")
+        return out
+
+
+@dataclass(frozen=True)
+class Rule:
+    """Take `schedule` when M <= m_max, N <= n_max and K <= k_max (None: no bound)."""
+
+    schedule: Schedule
+    m_max: int | None = None
+    n_max: int | None = None
+    k_max: int | None = None
+
+    def admits(self, m: int, n: int, k: int) -> bool:
+        return all(bound is None or value <= bound
+                   for value, bound in ((m, self.m_max), (n, self.n_max), (k, self.k_max)))
+
+    def is_catch_all(self) -> bool:
+        return self.m_max is None and self.n_max is None and self.k_max is None
+
+
+@dataclass(frozen=True)
+class Family:
+    name: str          #: prefix of schedule and function names
+    weight: str        #: C++ weight type in namespace quantgemm
+    rules: tuple[Rule, ...] = field(default_factory=tuple)
+
+    def schedules(self) -> list[Schedule]:
+        return sorted({r.schedule for r in self.rules})
+
+    def select(self, m: int, n: int, k: int) -> Schedule:
+        for rule in self.rules:
+            if rule.admits(m, n, k):
+                return rule.schedule
+        raise LookupError(f"{self.name}: no rule admits M={m}, N={n}, K={k}")
+
+    def problems(self) -> list[str]:
+        """Why this rule list is malformed, if it is."""
+        out = []
+        if not self.rules or not self.rules[-1].is_catch_all():
+            out.append(f"{self.name}: the last rule must admit every problem")
+        m_only = [r.m_max for r in self.rules if r.n_max is None and r.k_max is None and r.m_max is not None]
+        if m_only != sorted(set(m_only)):
+            out.append(f"{self.name}: M-only bounds must be strictly increasing, got {m_only}")
+        for r in self.rules:
+            for bound in (r.m_max, r.n_max, r.k_max):
+                if bound is not None and bound < 1:
+                    out.append(f"{self.name}: bound {bound} admits nothing")
+            out += [f"{self.name} {r.schedule}: {p}" for p in r.schedule.problems()]
+        return out
+
+
+def _tile(m: int) -> Schedule:
+    return Schedule(tile_n=128, tile_m=m)
+
+
+#: u4b8 weights (GPTQ symmetric 4-bit) x bf16 activations, group scales in the K loop.
+U4B8_BF16 = Family(
+    name="u4b8_bf16",
+    weight="u4b8",
+    rules=(
+        Rule(_tile(8), m_max=8),
+        Rule(_tile(16), m_max=16),
+        Rule(_tile(32), m_max=32),
+        Rule(_tile(64), m_max=64),
+        Rule(_tile(128), m_max=128),
+        Rule(_tile(256)),
+    ),
+)
+
+FAMILIES: tuple[Family, ...] = (U4B8_BF16,)

@@ -1,0 +1,109 @@
+/*! \file
+    \brief Work decomposition of a persistent GEMM over `grid` CTAs: data-parallel whole tiles, then
+           stream-K over the rest.
+
+    T output tiles of I k-iterations each. The first dp_tiles tiles (a whole number of waves) go
+    round-robin to the CTAs, each computed whole by one CTA. The remaining sk_tiles * I iterations
+    are cut into sk_ctas contiguous, equal ranges, one per CTA; a range may start and end inside a
+    tile, so a tile can be split over several CTAs. Each piece of a split tile writes its fp32
+    partial into its CTA's workspace slot (slot 0 for the range's first tile, 1 for its last) and
+    counts itself in; the last to arrive adds the pieces in CTA order (deterministic) and writes
+    the tile. Every CTA does the same number of iterations, within one.
+*/
+#pragma once
+
+#include <cstdint>
+
+#include "cute/config.hpp"
+
+namespace quantgemm {
+
+struct StreamKDecomposition {
+  int tiles_n = 0;   ///< tiles along the weight's N
+  int tiles_m = 0;   ///< tiles along the activation's M
+  int iters = 0;     ///< k-iterations per tile
+  int dp_tiles = 0;  ///< tiles computed whole, round-robin
+  int sk_tiles = 0;  ///< tiles after those, shared out by stream-K
+  int sk_ctas = 0;   ///< CTAs taking part in stream-K (the first sk_ctas)
+  int grid = 0;      ///< CTAs launched
+
+  static constexpr int64_t kMaxUnitProduct = int64_t(1) << 31;
+
+  /// `min_sk_iters`: the shortest stream-K range worth its fixup. Returns grid == 0 when the
+  /// problem is too large for 32-bit unit arithmetic (K above about 2^31 / 128 / ctas^2 * 64).
+  static StreamKDecomposition make(int tiles_n, int tiles_m, int iters, int ctas, int min_sk_iters) {
+    StreamKDecomposition d;
+    d.tiles_n = tiles_n;
+    d.tiles_m = tiles_m;
+    d.iters = iters;
+    int const tiles = tiles_n * tiles_m;
+    if (tiles == 0 || iters == 0 || ctas <= 0) {
+      return d;
+    }
+    d.dp_tiles = (tiles / ctas) * ctas;
+    d.sk_tiles = tiles - d.dp_tiles;
+    int64_t const sk_units = int64_t(d.sk_tiles) * iters;
+    int64_t const by_length = (sk_units + min_sk_iters - 1) / min_sk_iters;
+    d.sk_ctas = int(by_length < ctas ? by_length : ctas);
+    if (d.sk_ctas < d.sk_tiles) {  // never more than one tile's worth of fixup per range end
+      d.sk_ctas = d.sk_tiles;
+    }
+    d.grid = d.dp_tiles > 0 ? ctas : d.sk_ctas;
+    if (sk_units * (d.sk_ctas + 1) >= kMaxUnitProduct) {
+      d.grid = 0;
+    }
+    return d;
+  }
+
+  // Unit arithmetic is 32-bit: make() refuses more than kMaxUnitProduct units x CTAs.
+  CUTE_HOST_DEVICE uint32_t sk_units() const { return uint32_t(sk_tiles) * uint32_t(iters); }
+  /// First stream-K unit of CTA c (c may equal sk_ctas: the end).
+  CUTE_HOST_DEVICE uint32_t sk_begin(int c) const { return uint32_t(c) * sk_units() / uint32_t(sk_ctas); }
+  /// The CTA whose stream-K range holds unit u.
+  CUTE_HOST_DEVICE int sk_owner(uint32_t u) const { return int(((u + 1) * uint32_t(sk_ctas) - 1) / sk_units()); }
+  /// Workspace slot of CTA c's piece of stream-K tile s.
+  CUTE_HOST_DEVICE int sk_slot(int c, int s) const { return 2 * c + (s == sk_begin(c) / iters ? 0 : 1); }
+  CUTE_HOST_DEVICE int sk_slots() const { return 2 * sk_ctas; }
+};
+
+/// One piece of work: k-iterations [k_begin, k_end) of tile `tile`.
+struct WorkSegment {
+  int tile;     ///< linear tile index, n fastest
+  int k_begin;
+  int k_end;
+  int sk_tile;  ///< index among the stream-K tiles, -1 for a data-parallel tile
+  CUTE_HOST_DEVICE bool whole(int iters) const { return k_begin == 0 && k_end == iters; }
+};
+
+/// The pieces of work of one CTA, in order: its data-parallel tiles, then its stream-K range.
+class SegmentIterator {
+ public:
+  CUTE_HOST_DEVICE SegmentIterator(StreamKDecomposition const& d, int cta)
+      : d_(d), tile_(cta), unit_(cta < d.sk_ctas ? d.sk_begin(cta) : 0u), end_(cta < d.sk_ctas ? d.sk_begin(cta + 1) : 0u) {}
+
+  CUTE_HOST_DEVICE bool next(WorkSegment& seg) {
+    if (tile_ < d_.dp_tiles) {
+      seg = WorkSegment{tile_, 0, d_.iters, -1};
+      tile_ += d_.grid;
+      return true;
+    }
+    if (unit_ >= end_) {
+      return false;
+    }
+    int const s = int(unit_ / uint32_t(d_.iters));
+    uint32_t const tile_begin = uint32_t(s) * uint32_t(d_.iters);
+    uint32_t const tile_end = tile_begin + uint32_t(d_.iters);
+    uint32_t const stop = end_ < tile_end ? end_ : tile_end;
+    seg = WorkSegment{d_.dp_tiles + s, int(unit_ - tile_begin), int(stop - tile_begin), s};
+    unit_ = stop;
+    return true;
+  }
+
+ private:
+  StreamKDecomposition const& d_;
+  int tile_;
+  uint32_t unit_;
+  uint32_t end_;
+};
+
+}  // namespace quantgemm

@@ -1,0 +1,85 @@
+/*! \file
+    \brief Host launcher of the sm90 mixed-input GEMM: raw pointers, sizes, strides and a stream in,
+           a status out; nothing throws.
+
+             out[m, n] = sum_k a[m, k] * ((q[n, k] - 8) * s[k / group_size, n])
+
+    a: [M, K] bf16, row stride lda (elements, a multiple of 8); b: the prepacked weight
+    (layout/prepacked_b.hpp) of an [N, K] u4b8 weight; group_scales: [K / group_size, N] bf16,
+    contiguous; out: [M, N] bf16, row stride ldo. N % 128 == 0, K % 64 == 0, group_size a multiple
+    of 64 dividing K. Stream-K needs scratch: `workspace` (fp32 partials, reused freely) and
+    `counters` (int32, zero at rest; the kernel leaves them zero). A launch that needs more than
+    given returns kWorkspaceTooSmall with the sizes it needs, launching nothing.
+*/
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include <cuda_runtime.h>
+
+#include "quantgemm/kernel/stream_k.hpp"
+
+namespace quantgemm {
+
+enum class Status : int {
+  kSuccess = 0,
+  kInvalidArgument = 1,
+  kWorkspaceTooSmall = 2,
+  kCudaError = 3,
+};
+
+struct MixedInputMmArgs {
+  void const* a = nullptr;
+  int64_t lda = 0;
+  void const* b = nullptr;
+  void const* group_scales = nullptr;
+  void* out = nullptr;
+  int64_t ldo = 0;
+  int M = 0;
+  int N = 0;
+  int K = 0;
+  int group_size = 0;
+  void* workspace = nullptr;
+  size_t workspace_bytes = 0;
+  int* counters = nullptr;
+  int counters_len = 0;
+  cudaStream_t stream = nullptr;
+};
+
+struct LaunchResult {
+  Status status = Status::kSuccess;
+  cudaError_t cuda = cudaSuccess;
+  size_t workspace_bytes_needed = 0;
+  int counters_needed = 0;
+};
+
+/// Launches one compiled schedule.
+using MixedInputMmLaunchFn = LaunchResult (*)(MixedInputMmArgs const&);
+
+/// Multiprocessors of the current device, read once per device.
+inline int multiprocessor_count() {
+  static int cached[64] = {};
+  int device = 0;
+  if (cudaGetDevice(&device) != cudaSuccess) {
+    return 0;
+  }
+  if (device < 64 && cached[device] > 0) {
+    return cached[device];
+  }
+  int sms = 0;
+  cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
+  if (device < 64) {
+    cached[device] = sms;
+  }
+  return sms;
+}
+
+/// Structural checks shared by every schedule.
+inline bool mixed_input_mm_args_valid(MixedInputMmArgs const& x) {
+  return x.M >= 0 && x.N > 0 && x.K > 0 && x.N % 128 == 0 && x.K % 64 == 0 && x.group_size > 0 &&
+         x.group_size % 64 == 0 && x.K % x.group_size == 0 && x.lda >= x.K && x.lda % 8 == 0 && x.ldo >= x.N &&
+         x.ldo % 8 == 0 && (x.M == 0 || (x.a && x.b && x.group_scales && x.out));
+}
+
+}  // namespace quantgemm

@@ -1,0 +1,107 @@
+/*! \file
+    \brief The launcher body of one sm90 mixed-input schedule; included by the generated translation
+           unit that instantiates it (a __global__ template must be instantiated where it is launched).
+*/
+#pragma once
+
+#include "quantgemm/collective/sm90_mma_bulk_tma_gmma_rs_mixed_input.hpp"
+#include "quantgemm/kernel/sm90_gemm_mixed_input_stream_k.hpp"
+#include "quantgemm/launch/mixed_input_mm.hpp"
+#include "quantgemm/launch/tma_descriptor.hpp"
+
+namespace quantgemm {
+
+inline constexpr int kSm90SharedMemoryBytes = 232448;  // 227 KB per block
+
+/// As many stages as fit beside the epilogue tile, at most 32.
+template <class Weight, int TileM>
+constexpr int sm90_mixed_input_stages() {
+  using Probe = Sm90MmaBulkTmaGmmaRsMixedInput<Weight, cutlass::bfloat16_t, TileM, 1>;
+  constexpr int kFixed = TileM * Probe::TileN * 2 + 2048;
+  constexpr int kStages = (kSm90SharedMemoryBytes - kFixed) / int(Probe::kStageBytes + 16);
+  return kStages < 32 ? kStages : 32;
+}
+
+/// The shortest stream-K range worth its fixup, in k-iterations.
+inline constexpr int kMinStreamKIters = 4;
+
+template <class Weight, int TileM>
+LaunchResult launch_sm90_mixed_input_mm(MixedInputMmArgs const& x) {
+  using Mainloop = Sm90MmaBulkTmaGmmaRsMixedInput<Weight, cutlass::bfloat16_t, TileM,
+                                                   sm90_mixed_input_stages<Weight, TileM>()>;
+  using Kernel = Sm90GemmMixedInputStreamK<Mainloop>;
+  static_assert(Kernel::kSharedBytes <= kSm90SharedMemoryBytes, "shared storage too large");
+
+  LaunchResult result;
+  if (!mixed_input_mm_args_valid(x)) {
+    result.status = Status::kInvalidArgument;
+    return result;
+  }
+  if (x.M == 0) {
+    return result;
+  }
+  int const sms = multiprocessor_count();
+  if (sms <= 0) {
+    result.status = Status::kCudaError;
+    result.cuda = cudaGetLastError();
+    return result;
+  }
+  StreamKDecomposition const work = StreamKDecomposition::make(
+      x.N / Mainloop::TileN, (x.M + TileM - 1) / TileM, x.K / Mainloop::TileK, sms, kMinStreamKIters);
+  if (work.grid == 0) {
+    result.status = Status::kInvalidArgument;
+    return result;
+  }
+  result.workspace_bytes_needed = size_t(work.sk_slots()) * Kernel::kTileFloats * sizeof(float);
+  result.counters_needed = work.sk_tiles;
+  if (result.workspace_bytes_needed > x.workspace_bytes || work.sk_tiles > x.counters_len) {
+    result.status = Status::kWorkspaceTooSmall;
+    return result;
+  }
+
+  typename Kernel::Params p;
+  cudaError_t err = make_tma_2d(&p.tma_act, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, x.a, x.M, x.K, x.lda, TileM,
+                                Mainloop::TileK, CU_TENSOR_MAP_SWIZZLE_128B);
+  if (err == cudaSuccess) {
+    err = make_tma_2d(&p.tma_out, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, x.out, x.M, x.N, x.ldo, TileM,
+                      Mainloop::TileN, CU_TENSOR_MAP_SWIZZLE_NONE);
+  }
+  if (err != cudaSuccess) {
+    result.status = Status::kCudaError;
+    result.cuda = err;
+    return result;
+  }
+  p.mainloop.b = static_cast<uint8_t const*>(x.b);
+  p.mainloop.scales = static_cast<cutlass::bfloat16_t const*>(x.group_scales);
+  p.mainloop.N = x.N;
+  p.mainloop.K = x.K;
+  p.mainloop.group_k_blocks = x.group_size / Mainloop::TileK;
+  p.work = work;
+  p.workspace = static_cast<float*>(x.workspace);
+  p.counters = x.counters;
+
+  auto* kernel = &sm90_gemm_mixed_input_stream_k<Kernel>;
+  static bool attribute_set[64] = {};
+  int device = 0;
+  cudaGetDevice(&device);
+  if (device >= 64 || !attribute_set[device]) {
+    err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Kernel::kSharedBytes);
+    if (err != cudaSuccess) {
+      result.status = Status::kCudaError;
+      result.cuda = err;
+      return result;
+    }
+    if (device < 64) {
+      attribute_set[device] = true;
+    }
+  }
+  kernel<<<work.grid, Kernel::kThreads, Kernel::kSharedBytes, x.stream>>>(p);
+  err = cudaGetLastError();
+  if (err != cudaSuccess) {
+    result.status = Status::kCudaError;
+    result.cuda = err;
+  }
+  return result;
+}
+
+}  // namespace quantgemm

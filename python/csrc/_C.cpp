@@ -1,0 +1,151 @@
+// quantgemm._C: thin nanobind bindings over the raw-pointer launchers. Tensors arrive as data
+// pointers, already validated by the Python layer (python/quantgemm/); nothing here links torch.
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include <nanobind/nanobind.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/tuple.h>
+#include <nanobind/stl/vector.h>
+
+#include "quantgemm/launch/dispatch.hpp"
+#include "quantgemm/launch/prepack_b.hpp"
+#include "quantgemm/launch/stream_read.hpp"
+
+namespace nb = nanobind;
+using namespace quantgemm;
+
+namespace {
+
+template <class T>
+T* ptr(uintptr_t address) {
+  return reinterpret_cast<T*>(address);
+}
+
+cudaStream_t stream_of(uintptr_t handle) { return reinterpret_cast<cudaStream_t>(handle); }
+
+/// Makes `device` current for the scope of a call, as torch's device guard would.
+class DeviceGuard {
+ public:
+  explicit DeviceGuard(int device) {
+    cudaGetDevice(&previous_);
+    if (device != previous_) {
+      check(cudaSetDevice(device), "cudaSetDevice");
+      restore_ = true;
+    }
+  }
+  ~DeviceGuard() {
+    if (restore_) {
+      cudaSetDevice(previous_);
+    }
+  }
+  static void check(cudaError_t err, char const* what) {
+    if (err != cudaSuccess) {
+      throw std::runtime_error(std::string("quantgemm: ") + what + " failed: " + cudaGetErrorString(err));
+    }
+  }
+
+ private:
+  int previous_ = 0;
+  bool restore_ = false;
+};
+
+MixedInputFamilyTable family_table(std::string const& family) {
+  MixedInputFamilyTable const table = mixed_input_family(family.c_str());
+  if (table.entries == nullptr) {
+    throw std::invalid_argument("quantgemm: unknown mixed-input family '" + family + "'");
+  }
+  return table;
+}
+
+std::vector<std::string> schedules(std::string const& family) {
+  MixedInputFamilyTable const table = family_table(family);
+  std::vector<std::string> names;
+  for (int i = 0; i < table.size; ++i) {
+    names.emplace_back(table.entries[i].name);
+  }
+  return names;
+}
+
+std::string select_schedule(std::string const& family, int M, int N, int K) {
+  family_table(family);
+  return mixed_input_select(family.c_str(), M, N, K);
+}
+
+/// Returns (status, workspace bytes needed, counters needed, schedule): status 0 launched,
+/// 2 the workspace or counters are too small (nothing launched; grow them and call again).
+std::tuple<int, size_t, int, std::string> mm_mixed_input(
+    std::string const& family, std::string const& schedule, uintptr_t a, int64_t lda, uintptr_t b,
+    uintptr_t group_scales, uintptr_t out, int64_t ldo, int M, int N, int K, int group_size, uintptr_t workspace,
+    size_t workspace_bytes, uintptr_t counters, int counters_len, int device, uintptr_t stream) {
+  MixedInputFamilyTable const table = family_table(family);
+  std::string const name = schedule.empty() ? std::string(mixed_input_select(family.c_str(), M, N, K)) : schedule;
+  MixedInputMmLaunchFn launch = nullptr;
+  for (int i = 0; i < table.size; ++i) {
+    if (name == table.entries[i].name) {
+      launch = table.entries[i].launch;
+    }
+  }
+  if (launch == nullptr) {
+    throw std::invalid_argument("quantgemm: schedule '" + name + "' is not compiled for " + family);
+  }
+  DeviceGuard guard(device);
+  MixedInputMmArgs args;
+  args.a = ptr<void const>(a);
+  args.lda = lda;
+  args.b = ptr<void const>(b);
+  args.group_scales = ptr<void const>(group_scales);
+  args.out = ptr<void>(out);
+  args.ldo = ldo;
+  args.M = M;
+  args.N = N;
+  args.K = K;
+  args.group_size = group_size;
+  args.workspace = ptr<void>(workspace);
+  args.workspace_bytes = workspace_bytes;
+  args.counters = ptr<int>(counters);
+  args.counters_len = counters_len;
+  args.stream = stream_of(stream);
+  LaunchResult const r = launch(args);
+  if (r.status == Status::kInvalidArgument) {
+    throw std::invalid_argument("quantgemm: the " + name + " launcher rejected M=" + std::to_string(M) +
+                                " N=" + std::to_string(N) + " K=" + std::to_string(K) +
+                                " group_size=" + std::to_string(group_size));
+  }
+  if (r.status == Status::kCudaError) {
+    DeviceGuard::check(r.cuda, name.c_str());
+  }
+  return {int(r.status), r.workspace_bytes_needed, r.counters_needed, name};
+}
+
+void prepack_u4b8(uintptr_t codes, int N, int K, uintptr_t packed, int device, uintptr_t stream) {
+  DeviceGuard guard(device);
+  DeviceGuard::check(prepack_b_u4b8(ptr<uint8_t const>(codes), N, K, ptr<uint8_t>(packed), stream_of(stream)),
+                     "prepack_b_u4b8");
+}
+
+void stream_read_probe(uintptr_t src, int64_t bytes, uintptr_t sink, int device, uintptr_t stream) {
+  DeviceGuard guard(device);
+  DeviceGuard::check(stream_read(ptr<void const>(src), bytes, ptr<uint32_t>(sink), stream_of(stream)), "stream_read");
+}
+
+}  // namespace
+
+NB_MODULE(_C, m) {
+  m.doc() = "quantgemm native kernels (raw-pointer bindings; use the quantgemm package)";
+  m.attr("cuda_architectures") = QUANTGEMM_CUDA_ARCHITECTURES;
+  m.def("schedules", &schedules, nb::arg("family"));
+  m.def("select", &select_schedule, nb::arg("family"), nb::arg("M"), nb::arg("N"), nb::arg("K"));
+  m.def("mm_mixed_input", &mm_mixed_input);
+  m.def("prepack_u4b8", &prepack_u4b8);
+  m.def("prepack_u4b8_host", [](uintptr_t codes, int N, int K, uintptr_t packed) {
+    prepack_b_u4b8_host(ptr<uint8_t const>(codes), N, K, ptr<uint8_t>(packed));
+  });
+  m.def("unpack_u4b8_host", [](uintptr_t packed, int N, int K, uintptr_t codes) {
+    unpack_b_u4b8_host(ptr<uint8_t const>(packed), N, K, ptr<uint8_t>(codes));
+  });
+  m.def("stream_read", &stream_read_probe);
+}
