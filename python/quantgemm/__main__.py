@@ -1,0 +1,7 @@
+"""`python -m quantgemm` runs the benchmark (quantgemm.bench)."""
+
+import sys
+
+from .bench import main
+
+sys.exit(main())

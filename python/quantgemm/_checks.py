@@ -1,0 +1,74 @@
+"""Argument checks shared by the ops: each failure names the argument and what was expected."""
+
+from __future__ import annotations
+
+import functools
+
+import torch
+
+from ._native import cuda_architectures
+
+
+def tensor(name: str, x, *, dtype=None, ndim: int | None = None) -> torch.Tensor:
+    if not isinstance(x, torch.Tensor):
+        raise TypeError(f"{name} must be a torch.Tensor, got {type(x).__name__}")
+    if dtype is not None and x.dtype not in (dtype if isinstance(dtype, tuple) else (dtype,)):
+        want = " or ".join(str(d) for d in (dtype if isinstance(dtype, tuple) else (dtype,)))
+        raise TypeError(f"{name} must have dtype {want}, got {x.dtype}")
+    if ndim is not None and x.dim() != ndim:
+        raise ValueError(f"{name} must be {ndim}-D, got shape {tuple(x.shape)}")
+    return x
+
+
+def shape(name: str, x: torch.Tensor, expected: tuple[int, ...]) -> None:
+    if tuple(x.shape) != tuple(expected):
+        raise ValueError(f"{name} must have shape {tuple(expected)}, got {tuple(x.shape)}")
+
+
+def on_device(name: str, x: torch.Tensor, device: torch.device) -> None:
+    if x.device != device:
+        raise ValueError(f"{name} must be on {device} (where the other operands are), got {x.device}")
+
+
+def cuda(name: str, x: torch.Tensor) -> None:
+    if x.device.type != "cuda":
+        raise ValueError(f"{name} must be a CUDA tensor, got device {x.device}")
+
+
+def row_major(name: str, x: torch.Tensor) -> None:
+    """Unit stride along the last dimension, a row stride of whole 16-byte units, a 16-byte aligned base."""
+    rows, cols = x.shape
+    elem = x.element_size()
+    if x.stride(1) != 1 and cols > 1:
+        raise ValueError(f"{name} must have unit stride along its last dimension, got strides {x.stride()}")
+    if rows > 1 and (x.stride(0) < cols or (x.stride(0) * elem) % 16 != 0):
+        raise ValueError(f"{name} must have a row stride >= {cols} that is a multiple of {16 // elem} elements "
+                         f"(16 bytes), got strides {x.stride()}")
+    aligned16(name, x)
+
+
+def aligned16(name: str, x: torch.Tensor) -> None:
+    if x.data_ptr() % 16 != 0:
+        raise ValueError(f"{name} must start on a 16-byte boundary, got data_ptr {x.data_ptr():#x}")
+
+
+def contiguous(name: str, x: torch.Tensor) -> None:
+    if not x.is_contiguous():
+        raise ValueError(f"{name} must be contiguous, got strides {x.stride()} for shape {tuple(x.shape)}")
+
+
+@functools.lru_cache(maxsize=None)
+def _capability(index: int) -> tuple[int, int]:
+    return torch.cuda.get_device_capability(index)
+
+
+def hopper(name: str, device: torch.device) -> None:
+    """The device is an sm_90 GPU and the extension carries sm_90a code."""
+    major, minor = _capability(device.index if device.index is not None else torch.cuda.current_device())
+    if (major, minor) != (9, 0):
+        raise RuntimeError(f"{name}: quantgemm's kernels need an sm_90 (Hopper) GPU; "
+                           f"{device} is sm_{major}{minor}")
+    built = cuda_architectures()
+    if "90a" not in built:
+        raise RuntimeError(f"{name}: this quantgemm build has no sm_90a code (built for {built}); "
+                           f"reinstall with CMAKE_CUDA_ARCHITECTURES including 90a")

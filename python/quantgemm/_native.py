@@ -1,0 +1,21 @@
+"""Access to the compiled extension quantgemm._C, with a clear error when it is missing."""
+
+from __future__ import annotations
+
+import functools
+
+
+@functools.lru_cache(maxsize=None)
+def native():
+    try:
+        from . import _C
+    except ImportError as e:  # pragma: no cover - a broken install
+        raise ImportError(
+            "quantgemm's compiled extension quantgemm._C is missing or failed to load; "
+            "reinstall with `pip install .` from the source tree") from e
+    return _C
+
+
+def cuda_architectures() -> list[str]:
+    """The CUDA architectures the extension was compiled for (CMAKE_CUDA_ARCHITECTURES)."""
+    return native().cuda_architectures.split(";")

@@ -1,0 +1,179 @@
+"""The main job: quantgemm's W4A16 GEMM against torch bf16 matmul (cuBLAS) over real layer shapes.
+
+    python -m quantgemm.bench [--models llama3-8b,llama3-70b] [--m 1,16,64] [--csv out.csv]
+
+Times are medians of CUDA-graph replays; each replay runs the op over enough weight copies that the
+weights cannot stay in the L2 between calls, and the peer runs in the same process on the same
+activations. The floor is the weight-and-scale bytes over the bandwidth of a read-only stream
+measured in the same run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import math
+import statistics
+import sys
+from dataclasses import dataclass
+
+import torch
+
+from . import mixed_input, reference
+from ._native import native
+from .quantize import quantize_u4b8
+
+#: (layer, N, K) of each model's linear layers (fused qkv and, where the model fuses it, gate_up).
+MODELS: dict[str, list[tuple[str, int, int]]] = {
+    "llama3-8b": [("qkv", 6144, 4096), ("o", 4096, 4096), ("gate_up", 28672, 4096), ("down", 4096, 14336)],
+    "llama3-70b": [("qkv", 10240, 8192), ("o", 8192, 8192), ("gate", 28672, 8192), ("down", 8192, 28672)],
+}
+DEFAULT_M = (1, 2, 4, 8, 16, 32, 48, 64, 128, 256, 512, 1024, 4096)
+
+
+@dataclass
+class Row:
+    model: str
+    layer: str
+    n: int
+    k: int
+    m: int
+    quantgemm_us: float
+    torch_us: float
+    floor_us: float
+    schedule: str
+
+    @property
+    def speedup(self) -> float:
+        return self.torch_us / self.quantgemm_us
+
+    @property
+    def over_floor(self) -> float:
+        return self.quantgemm_us / self.floor_us
+
+
+def graph_time_us(fns, replays: int = 30, min_calls: int = 20) -> float:
+    """Median time of one call, over CUDA-graph replays of calls cycling through `fns`."""
+    calls = max(min_calls, len(fns))
+    for f in fns:  # warm up: compile, size workspaces, load modules
+        f()
+    torch.cuda.synchronize()
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.stream(stream):
+        for f in fns:  # workspaces of the capturing stream
+            f()
+        with torch.cuda.graph(graph, stream=stream):
+            for i in range(calls):
+                fns[i % len(fns)]()
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(replays):
+        start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        graph.replay()
+        stop.record()
+        stop.synchronize()
+        times.append(start.elapsed_time(stop) * 1e3 / calls)
+    return statistics.median(times)
+
+
+def read_bandwidth(device: torch.device, nbytes: int = 2 << 30) -> float:
+    """Bytes per second of a read-only stream over a buffer far larger than the L2."""
+    buf = torch.randint(0, 255, (nbytes,), dtype=torch.uint8, device=device)
+    sink = torch.empty(1024, dtype=torch.int32, device=device)
+
+    def read():
+        native().stream_read(buf.data_ptr(), nbytes, sink.data_ptr(), device.index,
+                             torch.cuda.current_stream(device).cuda_stream)
+
+    us = graph_time_us([read], replays=20, min_calls=5)
+    return nbytes / (us * 1e-6)
+
+
+def copies_for(nbytes: int, l2_bytes: int) -> int:
+    """Weight copies to rotate through so that the L2 never holds the next call's weights."""
+    return max(2, math.ceil(3 * l2_bytes / max(nbytes, 1)))
+
+
+def bench_shape(model, layer, n, k, ms, group_size, bandwidth, l2_bytes, check=True) -> list[Row]:
+    device = torch.device("cuda")
+    torch.manual_seed(0)
+    w = torch.randn(n, k, device=device, dtype=torch.bfloat16) / math.sqrt(k)
+    w_q, scales = quantize_u4b8(w, group_size)
+    qbytes = n * k // 2 + scales.numel() * scales.element_size()
+    q_copies = [(mixed_input.prepack_b(w_q), scales.clone()) for _ in range(copies_for(qbytes, l2_bytes))]
+    w_copies = [w.clone() for _ in range(copies_for(w.numel() * 2, l2_bytes))]
+    del w
+    rows = []
+    for m in ms:
+        a = torch.randn(m, k, device=device, dtype=torch.bfloat16)
+        out_q = torch.empty(m, n, device=device, dtype=torch.bfloat16)
+        out_t = torch.empty(m, n, device=device, dtype=torch.bfloat16)
+        if check:
+            mixed_input.mm(a, q_copies[0][0], q_copies[0][1], group_size, out=out_q)
+            ref = reference.mm_u4b8(a, w_q, scales, group_size)
+            rel = ((out_q.float() - ref).norm() / ref.norm()).item()
+            if not rel < 1e-2:
+                raise RuntimeError(f"{model} {layer} M={m}: relative error {rel:.3g} against the reference")
+        qg = graph_time_us([lambda b=b, s=s: mixed_input.mm(a, b, s, group_size, out=out_q) for b, s in q_copies])
+        tt = graph_time_us([lambda wc=wc: torch.matmul(a, wc.t(), out=out_t) for wc in w_copies])
+        rows.append(Row(model, layer, n, k, m, qg, tt, qbytes / bandwidth * 1e6, mixed_input.select_schedule(m, n, k)))
+        print(format_row(rows[-1]), flush=True)
+    return rows
+
+
+HEADER = f"{'model':<11} {'layer':<8} {'N':>6} {'K':>6} {'M':>5} {'quantgemm us':>12} {'torch us':>9} " \
+         f"{'speedup':>7} {'floor us':>8} {'x floor':>7}  schedule"
+
+
+def format_row(r: Row) -> str:
+    return (f"{r.model:<11} {r.layer:<8} {r.n:>6} {r.k:>6} {r.m:>5} {r.quantgemm_us:>12.1f} {r.torch_us:>9.1f} "
+            f"{r.speedup:>7.2f} {r.floor_us:>8.1f} {r.over_floor:>7.2f}  {r.schedule}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--models", default=",".join(MODELS), help=f"comma-separated, of {list(MODELS)}")
+    parser.add_argument("--m", default=",".join(map(str, DEFAULT_M)), help="comma-separated M values")
+    parser.add_argument("--group-size", type=int, default=128)
+    parser.add_argument("--csv", default=None, help="write the rows to this CSV file")
+    parser.add_argument("--no-check", action="store_true", help="skip the correctness check of each point")
+    args = parser.parse_args(argv)
+    if not torch.cuda.is_available():
+        print("quantgemm.bench: no CUDA GPU is visible; the benchmark needs a Hopper (sm_90) GPU.")
+        return 1
+    major, minor = torch.cuda.get_device_capability()
+    if (major, minor) != (9, 0):
+        print(f"quantgemm.bench: the GPU is sm_{major}{minor}; the benchmark needs a Hopper (sm_90) GPU.")
+        return 1
+    models = [s.strip() for s in args.models.split(",") if s.strip()]
+    unknown = [x for x in models if x not in MODELS]
+    if unknown:
+        parser.error(f"unknown models {unknown}; choose from {list(MODELS)}")
+    ms = [int(x) for x in args.m.split(",") if x.strip()]
+    props = torch.cuda.get_device_properties(0)
+    l2 = getattr(props, "L2_cache_size", 60 << 20)
+    bandwidth = read_bandwidth(torch.device("cuda", torch.cuda.current_device()))
+    print(f"{props.name}, {props.multi_processor_count} SMs, L2 {l2 >> 20} MB, "
+          f"read-only stream {bandwidth / 1e12:.2f} TB/s; u4b8 group {args.group_size}, bf16")
+    print(HEADER)
+    rows = []
+    for model in models:
+        for layer, n, k in MODELS[model]:
+            rows += bench_shape(model, layer, n, k, ms, args.group_size, bandwidth, l2, check=not args.no_check)
+    if args.csv:
+        with open(args.csv, "w", newline="") as f:
+            writer = csv.writer(f)
+            writer.writerow(["model", "layer", "N", "K", "M", "quantgemm_us", "torch_us", "speedup", "floor_us",
+                             "x_floor", "schedule", "read_TBps"])
+            for r in rows:
+                writer.writerow([r.model, r.layer, r.n, r.k, r.m, f"{r.quantgemm_us:.2f}", f"{r.torch_us:.2f}",
+                                 f"{r.speedup:.3f}", f"{r.floor_us:.2f}", f"{r.over_floor:.3f}", r.schedule,
+                                 f"{bandwidth / 1e12:.3f}"])
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

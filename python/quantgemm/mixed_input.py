@@ -1,0 +1,180 @@
+"""Mixed-input GEMM: 4-bit weights prepacked offline, bf16 activations, group scales in the K loop.
+
+    out = a @ ((w_q - 8) * group_scales[k // group_size, n])^T        (fp32 accumulation, bf16 out)
+"""
+
+from __future__ import annotations
+
+import threading
+
+import torch
+
+from . import _checks
+from ._native import native
+from .quantize import group_count
+
+FAMILY = "u4b8_bf16"
+BLOCK_N = 128  # prepacked block: 128 weight rows ...
+BLOCK_K = 64   # ... by 64 k
+WEIGHT_TYPES = ("u4b8",)
+_STATUS_WORKSPACE_TOO_SMALL = 2
+
+
+class PrepackedWeight:
+    """An [N, K] weight in quantgemm's prepacked layout (docs/layout.md); opaque to users."""
+
+    __slots__ = ("data", "n", "k", "weight_type")
+
+    def __init__(self, data: torch.Tensor, n: int, k: int, weight_type: str):
+        self.data = data
+        self.n = n
+        self.k = k
+        self.weight_type = weight_type
+
+    @property
+    def device(self) -> torch.device:
+        return self.data.device
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        return (self.n, self.k)
+
+    def to(self, device) -> "PrepackedWeight":
+        return PrepackedWeight(self.data.to(device), self.n, self.k, self.weight_type)
+
+    def __repr__(self) -> str:
+        return f"PrepackedWeight({self.weight_type}, N={self.n}, K={self.k}, device={self.device})"
+
+
+def _check_weight_shape(n: int, k: int) -> None:
+    if n % BLOCK_N != 0:
+        raise ValueError(f"N={n} is not supported: the weight's N must be a multiple of {BLOCK_N}")
+    if k % BLOCK_K != 0:
+        raise ValueError(f"K={k} is not supported: the weight's K must be a multiple of {BLOCK_K}")
+
+
+def prepack_b(w_q: torch.Tensor, weight_type: str = "u4b8") -> PrepackedWeight:
+    """Rewrites [N, K] uint8 codes (0..15, one per byte) into the prepacked layout, on w_q's device.
+
+    Runs once per weight, offline: it checks the codes' range, which reads them back.
+    """
+    if weight_type not in WEIGHT_TYPES:
+        raise ValueError(f"weight_type must be one of {WEIGHT_TYPES}, got {weight_type!r}")
+    _checks.tensor("w_q", w_q, dtype=torch.uint8, ndim=2)
+    n, k = w_q.shape
+    _check_weight_shape(n, k)
+    if w_q.numel() and int(w_q.max()) > 15:
+        raise ValueError(f"w_q must hold 4-bit codes (0..15), got a maximum of {int(w_q.max())}")
+    codes = w_q.contiguous()
+    packed = torch.empty(n * k // 2, dtype=torch.uint8, device=w_q.device)
+    if w_q.device.type == "cuda":
+        _checks.hopper("prepack_b", w_q.device)
+        stream = torch.cuda.current_stream(w_q.device).cuda_stream
+        native().prepack_u4b8(codes.data_ptr(), n, k, packed.data_ptr(), w_q.device.index, stream)
+    else:
+        native().prepack_u4b8_host(codes.data_ptr(), n, k, packed.data_ptr())
+    return PrepackedWeight(packed, n, k, weight_type)
+
+
+def unpack_b(b: PrepackedWeight) -> torch.Tensor:
+    """Inverse of prepack_b (host reference): [N, K] uint8 codes on the CPU."""
+    data = b.data.cpu().contiguous()
+    codes = torch.empty(b.n, b.k, dtype=torch.uint8)
+    native().unpack_u4b8_host(data.data_ptr(), b.n, b.k, codes.data_ptr())
+    return codes
+
+
+def supported_schedules() -> list[str]:
+    """Every compiled schedule of the mixed-input family, each usable as mm(..., schedule=...)."""
+    return list(native().schedules(FAMILY))
+
+
+def select_schedule(m: int, n: int, k: int) -> str:
+    """The schedule the heuristic picks for an M x N x K problem."""
+    return native().select(FAMILY, m, n, k)
+
+
+class _Workspace:
+    """Stream-K scratch per (device, stream): fp32 partials, and arrival counters that the kernel
+    leaves at zero. Grown on demand, never shrunk; launches on one stream are ordered, so reuse is safe."""
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._buffers: dict[tuple[int, int], tuple[torch.Tensor, torch.Tensor]] = {}
+
+    def get(self, device: torch.device, stream: int, partial_bytes: int = 0, counters: int = 0):
+        key = (device.index, stream)
+        with self._lock:
+            partials, counts = self._buffers.get(key, (None, None))
+            if partials is None or partials.numel() < partial_bytes:
+                partials = torch.empty(max(partial_bytes, 1 << 16), dtype=torch.uint8, device=device)
+            if counts is None or counts.numel() < counters:
+                counts = torch.zeros(max(counters, 1024), dtype=torch.int32, device=device)
+            self._buffers[key] = (partials, counts)
+            return partials, counts
+
+
+_workspace = _Workspace()
+
+
+def mm(a: torch.Tensor, b: PrepackedWeight, group_scales: torch.Tensor, group_size: int,
+       out: torch.Tensor | None = None, schedule: str | None = None) -> torch.Tensor:
+    """out[M, N] = a @ ((w_q - 8) * group_scales[k // group_size, n])^T.
+
+    a: [M, K] bf16 on a Hopper GPU, unit stride along K, row stride a multiple of 8 elements.
+    b: prepack_b(w_q) of the [N, K] codes, on a's device.
+    group_scales: [K / group_size, N], a's dtype, contiguous.
+    group_size: a multiple of 64 dividing K, or -1 for one group over K.
+    out: optional [M, N] bf16 destination (same stride rules as a); allocated by torch otherwise.
+    schedule: a name from supported_schedules() to override the heuristic.
+    Runs on torch's current stream, without synchronizing the host.
+    """
+    # what the arguments are, then where they live: the first part needs no GPU
+    if not isinstance(b, PrepackedWeight):
+        raise TypeError(f"b must be a PrepackedWeight from quantgemm.prepack_b, got {type(b).__name__}")
+    _checks.tensor("a", a, dtype=torch.bfloat16, ndim=2)
+    m, k = a.shape
+    n = b.n
+    if k != b.k:
+        raise ValueError(f"a must have K={b.k} columns to match b ({b.n}x{b.k}), got shape {tuple(a.shape)}")
+    if not isinstance(group_size, int) or isinstance(group_size, bool):
+        raise TypeError(f"group_size must be an int, got {type(group_size).__name__}")
+    groups = group_count(k, group_size)
+    if (k // groups) % BLOCK_K != 0:
+        raise ValueError(f"group_size must be a multiple of {BLOCK_K} (or -1), got {group_size}")
+    _checks.tensor("group_scales", group_scales, dtype=a.dtype, ndim=2)
+    _checks.shape("group_scales", group_scales, (groups, n))
+    _checks.contiguous("group_scales", group_scales)
+    if out is not None:
+        _checks.tensor("out", out, dtype=a.dtype, ndim=2)
+        _checks.shape("out", out, (m, n))
+    if schedule is not None and schedule not in supported_schedules():
+        raise ValueError(f"schedule must be one of {supported_schedules()}, got {schedule!r}")
+    _checks.cuda("a", a)
+    device = a.device
+    _checks.on_device("b", b.data, device)
+    _checks.on_device("group_scales", group_scales, device)
+    if out is None:
+        out = torch.empty((m, n), dtype=a.dtype, device=device)
+    else:
+        _checks.on_device("out", out, device)
+    if m == 0:
+        return out
+    _checks.hopper("mm", device)
+    _checks.row_major("a", a)
+    _checks.row_major("out", out)
+    _checks.aligned16("group_scales", group_scales)
+    _checks.aligned16("b", b.data)
+    lda = a.stride(0) if m > 1 else k  # a single row's stride is never used
+    ldo = out.stride(0) if m > 1 else n
+    stream = torch.cuda.current_stream(device).cuda_stream
+    partials, counters = _workspace.get(device, stream)
+    for _ in range(2):
+        status, need_bytes, need_counters, _name = native().mm_mixed_input(
+            FAMILY, schedule or "", a.data_ptr(), lda, b.data.data_ptr(), group_scales.data_ptr(),
+            out.data_ptr(), ldo, m, n, k, k // groups, partials.data_ptr(), partials.numel(),
+            counters.data_ptr(), counters.numel(), device.index, stream)
+        if status != _STATUS_WORKSPACE_TOO_SMALL:
+            return out
+        partials, counters = _workspace.get(device, stream, need_bytes, need_counters)
+    raise RuntimeError("quantgemm: stream-K workspace could not be sized")  # unreachable

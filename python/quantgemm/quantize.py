@@ -1,0 +1,38 @@
+"""Round-to-nearest weight quantizers: real weights in, codes and group scales out."""
+
+from __future__ import annotations
+
+import torch
+
+from . import _checks
+
+
+def group_count(k: int, group_size: int) -> int:
+    """Number of scale rows for K and a group size (-1: one group spanning K)."""
+    g = k if group_size == -1 else group_size
+    if g <= 0 or k % g != 0:
+        raise ValueError(f"group_size must be -1 or a positive divisor of K={k}, got {group_size}")
+    return k // g
+
+
+def quantize_u4b8(w: torch.Tensor, group_size: int = 128, scale_dtype: torch.dtype | None = None):
+    """Symmetric round-to-nearest 4-bit quantization, GPTQ's convention (zero point 8).
+
+    w: [N, K] floating weight. Returns (w_q, scales): w_q [N, K] uint8 codes in 0..15 and scales
+    [K / group_size, N] in `scale_dtype` (default: w's dtype if 16-bit, else bfloat16), such that
+    w ~ (w_q - 8) * scales[k // group_size, n]. Each scale is amax / 7.5 of its group, rounded to
+    scale_dtype before the codes are chosen, so the codes are the nearest under the stored scale.
+    """
+    _checks.tensor("w", w, ndim=2)
+    if not w.is_floating_point():
+        raise TypeError(f"w must be a floating-point tensor, got {w.dtype}")
+    n, k = w.shape
+    groups = group_count(k, group_size)
+    if scale_dtype is None:
+        scale_dtype = w.dtype if w.dtype in (torch.bfloat16, torch.float16) else torch.bfloat16
+    wf = w.float().reshape(n, groups, k // groups)
+    amax = wf.abs().amax(dim=-1)
+    scales = torch.where(amax > 0, amax / 7.5, torch.ones_like(amax)).to(scale_dtype)
+    q = torch.round(wf / scales.float().unsqueeze(-1)) + 8
+    w_q = q.clamp_(0, 15).to(torch.uint8).reshape(n, k)
+    return w_q, scales.t().contiguous()

@@ -1,0 +1,48 @@
+"""The tolerance policy of quantgemm's tests (docs/testing.md gives the reasoning).
+
+A kernel result `out` (bf16/fp16) is compared with the fp32 reference `ref` of reference.py, which
+mirrors every rounding the kernel does before its fp32 accumulation. What is left:
+- the rounding of the output to its 16-bit dtype: at most one unit roundoff of |ref| (2^-8 for
+  bf16, 2^-11 for fp16), allowed twice over: rtol = 2 u;
+- the fp32 summation order, which differs between the tensor core and torch: a few fp32 roundoffs
+  per term, growing like sqrt(K) for random data: atol = 2^-16 * sqrt(K) * max|a| * max|w|,
+  still 2^-8 below a single wrong or missing term of typical size.
+Everything else (a wrong nibble, scale, row or stride) moves elements by about one term or more
+and fails.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+UNIT_ROUNDOFF = {torch.bfloat16: 2.0 ** -8, torch.float16: 2.0 ** -11, torch.float32: 2.0 ** -24}
+
+
+def gemm_tolerance(out_dtype: torch.dtype, k: int, a_max: float, w_max: float) -> tuple[float, float]:
+    """(rtol, atol) for an output of `out_dtype` from a K-long fp32 accumulation."""
+    return 2.0 * UNIT_ROUNDOFF[out_dtype], 2.0 ** -16 * math.sqrt(k) * a_max * w_max
+
+
+def assert_gemm_close(out: torch.Tensor, ref: torch.Tensor, k: int, a_max: float, w_max: float) -> None:
+    """Every element within the policy, and no NaN or Inf."""
+    rtol, atol = gemm_tolerance(out.dtype, k, a_max, w_max)
+    got = out.float().cpu()
+    want = ref.float().cpu()
+    if not torch.isfinite(got).all():
+        bad = (~torch.isfinite(got)).nonzero()[:5].tolist()
+        raise AssertionError(f"non-finite output at {bad}")
+    err = (got - want).abs()
+    limit = rtol * want.abs() + atol
+    if (err > limit).any():
+        idx = (err - limit).argmax()
+        r, c = divmod(idx.item(), want.shape[1])
+        raise AssertionError(
+            f"{int((err > limit).sum())} of {err.numel()} elements out of tolerance (rtol={rtol:.3g}, "
+            f"atol={atol:.3g}); worst at [{r}, {c}]: got {got[r, c].item():.6g}, want {want[r, c].item():.6g}")
+
+
+def poison_(out: torch.Tensor) -> torch.Tensor:
+    """Fill with NaN so that any element the kernel leaves unwritten fails the comparison."""
+    return out.fill_(float("nan"))

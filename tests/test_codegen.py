@@ -1,0 +1,91 @@
+"""codegen/: typed rules, deterministic rendering, every schedule instantiated and reachable."""
+
+import subprocess
+import sys
+
+import pytest
+
+from codegen import generate
+from codegen.rules import FAMILIES, Family, Rule, Schedule, U4B8_BF16
+
+M_BUCKETS = (1, 2, 4, 8, 16, 32, 48, 64, 96, 128, 192, 256, 512, 1024, 2048, 4096, 8192)
+SHAPES = ((6144, 4096), (4096, 4096), (28672, 4096), (4096, 14336), (28672, 8192), (8192, 28672))
+
+
+def test_rules_are_well_formed():
+    for family in FAMILIES:
+        assert family.problems() == []
+
+
+@pytest.mark.parametrize("family", FAMILIES, ids=lambda f: f.name)
+def test_every_m_bucket_is_covered(family):
+    for n, k in SHAPES:
+        for m in M_BUCKETS:
+            assert family.select(m, n, k) in family.schedules()
+
+
+@pytest.mark.parametrize("family", FAMILIES, ids=lambda f: f.name)
+def test_every_schedule_is_reachable_and_instantiated(family):
+    picked = {family.select(m, n, k) for m in M_BUCKETS for n, k in SHAPES}
+    assert picked == set(family.schedules())
+    files = generate.render()
+    for s in family.schedules():
+        assert f"mm_{s.name(family.name)}.cu" in files
+        assert f'"{s.name(family.name)}"' in files["dispatch.cpp"]
+
+
+def test_small_m_takes_narrow_tiles():
+    assert U4B8_BF16.select(1, 28672, 8192).tile_m == 8
+    assert U4B8_BF16.select(64, 28672, 8192).tile_m == 64
+    assert U4B8_BF16.select(4096, 28672, 8192).tile_m == 256
+
+
+def test_render_is_deterministic(tmp_path):
+    assert generate.render() == generate.render()
+    for out in (tmp_path / "a", tmp_path / "b"):
+        subprocess.run([sys.executable, str(generate.ROOT / "codegen" / "generate.py"), "--out", str(out)], check=True)
+    names = sorted(p.name for p in (tmp_path / "a").iterdir())
+    assert names == sorted(generate.render())
+    for name in names:
+        assert (tmp_path / "a" / name).read_bytes() == (tmp_path / "b" / name).read_bytes()
+
+
+def test_list_matches_written_files(tmp_path):
+    listed = subprocess.run([sys.executable, str(generate.ROOT / "codegen" / "generate.py"), "--out", str(tmp_path),
+                             "--list"], check=True, capture_output=True, text=True).stdout.split()
+    assert not any(tmp_path.iterdir())  # --list writes nothing
+    generate.write(tmp_path, generate.render())
+    assert sorted(listed) == sorted(str(p) for p in tmp_path.iterdir())
+
+
+def test_unchanged_files_are_not_rewritten(tmp_path):
+    generate.write(tmp_path, generate.render())
+    stamps = {p.name: p.stat().st_mtime_ns for p in tmp_path.iterdir()}
+    generate.write(tmp_path, generate.render())
+    assert stamps == {p.name: p.stat().st_mtime_ns for p in tmp_path.iterdir()}
+
+
+def test_subset_build_keeps_a_catch_all():
+    keep = ["u4b8_bf16_128x16_c1x1x1", "u4b8_bf16_128x64_c1x1x1"]
+    files = generate.render(keep)
+    assert sorted(f for f in files if f.startswith("mm_")) == sorted(f"mm_{k}.cu" for k in keep)
+    chain = generate._chain(U4B8_BF16, set(keep))
+    assert [link.name for link in chain] == keep
+    assert chain[-1].condition == ""
+    assert "M <= 16" in files["dispatch.cpp"]
+
+
+def test_unknown_schedule_is_refused():
+    with pytest.raises(SystemExit, match="unknown schedules"):
+        generate.render(["u4b8_bf16_128x7_c1x1x1"])
+
+
+def test_malformed_rules_are_reported():
+    s = Schedule(tile_n=128, tile_m=16)
+    no_catch_all = Family("f", "u4b8", (Rule(s, m_max=16),))
+    assert any("last rule" in p for p in no_catch_all.problems())
+    unsorted = Family("f", "u4b8", (Rule(s, m_max=64), Rule(s, m_max=16), Rule(s)))
+    assert any("increasing" in p for p in unsorted.problems())
+    bad_tile = Family("f", "u4b8", (Rule(Schedule(tile_n=64, tile_m=24)),))
+    problems = bad_tile.problems()
+    assert any("tile_n" in p for p in problems) and any("tile_m" in p for p in problems)

@@ -1,0 +1,79 @@
+"""layout/prepacked_b.hpp: the host prepack follows the wgmma A-fragment order, is a permutation,
+and round-trips. The expected placement below is derived independently from the PTX fragment
+layout of wgmma .m64nNk16 (16-bit A in registers)."""
+
+import pytest
+import torch
+
+import quantgemm
+
+
+def nibble_of_value(v: int) -> int:
+    """Interleave [0, 2, 4, 6, 1, 3, 5, 7]: nibble p holds value order[p]."""
+    return [0, 2, 4, 6, 1, 3, 5, 7].index(v)
+
+
+def expected_prepack(codes: torch.Tensor) -> torch.Tensor:
+    """Pure-Python prepack from the PTX register-fragment description."""
+    n_total, k_total = codes.shape
+    out = bytearray(n_total * k_total // 2)
+    blocks_k = k_total // 64
+    for nb in range(n_total // 128):
+        for kb in range(blocks_k):
+            base = (nb * blocks_k + kb) * 8192  # codes per block
+            for t in range(256):
+                wg, warp, lane = t // 128, (t % 128) // 32, t % 32
+                g, q = lane // 4, lane % 4
+                for j in range(4):  # k16 step
+                    for v in range(8):  # a0..a7
+                        row = 64 * wg + 16 * warp + g + 8 * ((v // 2) % 2)
+                        col = 16 * j + 2 * q + (v % 2) + 8 * (v // 4)
+                        e = base + (t * 4 + j) * 8 + nibble_of_value(v)
+                        code = int(codes[nb * 128 + row, kb * 64 + col])
+                        out[e // 2] |= code << (4 * (e % 2))
+    return torch.frombuffer(out, dtype=torch.uint8)
+
+
+@pytest.mark.parametrize("n,k", [(128, 64), (256, 128)])
+def test_host_prepack_follows_the_wgmma_fragment_order(n, k):
+    torch.manual_seed(n + k)
+    codes = torch.randint(0, 16, (n, k), dtype=torch.uint8)
+    packed = quantgemm.prepack_b(codes)
+    assert packed.data.dtype == torch.uint8 and packed.data.numel() == n * k // 2
+    assert torch.equal(packed.data, expected_prepack(codes))
+
+
+@pytest.mark.parametrize("n,k", [(128, 64), (384, 192), (1024, 512)])
+def test_host_prepack_is_a_permutation_and_round_trips(n, k):
+    torch.manual_seed(7)
+    codes = torch.randint(0, 16, (n, k), dtype=torch.uint8)
+    packed = quantgemm.prepack_b(codes)
+    nibbles = torch.stack([packed.data & 0xF, packed.data >> 4], dim=1).flatten()
+    assert torch.equal(torch.bincount(nibbles, minlength=16), torch.bincount(codes.flatten(), minlength=16))
+    assert torch.equal(quantgemm.unpack_b(packed), codes)
+
+
+def test_each_code_lands_once():
+    # one-hot weights: every position is found exactly once in the packed form
+    n, k = 128, 64
+    for n0, k0 in [(0, 0), (5, 17), (127, 63), (64, 8), (9, 40)]:
+        codes = torch.zeros(n, k, dtype=torch.uint8)
+        codes[n0, k0] = 1
+        packed = quantgemm.prepack_b(codes).data
+        nibbles = torch.stack([packed & 0xF, packed >> 4], dim=1).flatten()
+        assert int(nibbles.sum()) == 1
+
+
+def test_prepack_validation():
+    with pytest.raises(TypeError, match="w_q must have dtype torch.uint8"):
+        quantgemm.prepack_b(torch.zeros(128, 64, dtype=torch.int32))
+    with pytest.raises(ValueError, match="w_q must be 2-D"):
+        quantgemm.prepack_b(torch.zeros(128, dtype=torch.uint8))
+    with pytest.raises(ValueError, match="N=100 is not supported"):
+        quantgemm.prepack_b(torch.zeros(100, 64, dtype=torch.uint8))
+    with pytest.raises(ValueError, match="K=96 is not supported"):
+        quantgemm.prepack_b(torch.zeros(128, 96, dtype=torch.uint8))
+    with pytest.raises(ValueError, match="4-bit codes"):
+        quantgemm.prepack_b(torch.full((128, 64), 16, dtype=torch.uint8))
+    with pytest.raises(ValueError, match="weight_type"):
+        quantgemm.prepack_b(torch.zeros(128, 64, dtype=torch.uint8), weight_type="u3")

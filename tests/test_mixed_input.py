@@ -1,0 +1,187 @@
+"""quantgemm.mm (u4b8 x bf16, group scales): argument validation everywhere, and on a Hopper GPU
+every schedule against the pure-torch reference on fresh random inputs with poisoned outputs."""
+
+import functools
+
+import pytest
+import torch
+
+import quantgemm
+from quantgemm import reference
+from quantgemm.testing import assert_gemm_close, poison_
+
+from conftest import requires_hopper
+
+# ---------------------------------------------------------------- validation (no GPU needed)
+
+
+def cpu_problem(m=4, n=128, k=128, g=64):
+    w_q = torch.randint(0, 16, (n, k), dtype=torch.uint8)
+    return (torch.randn(m, k, dtype=torch.bfloat16), quantgemm.prepack_b(w_q),
+            torch.rand(k // g, n, dtype=torch.bfloat16), g)
+
+
+def test_rejects_a_weight_that_is_not_prepacked():
+    a, _, s, g = cpu_problem()
+    with pytest.raises(TypeError, match="b must be a PrepackedWeight"):
+        quantgemm.mm(a, torch.zeros(128, 64, dtype=torch.uint8), s, g)
+
+
+@pytest.mark.parametrize("bad,match", [
+    (lambda a: a.float(), "a must have dtype torch.bfloat16"),
+    (lambda a: a.half(), "a must have dtype torch.bfloat16"),
+    (lambda a: a[None], "a must be 2-D"),
+    (lambda a: a[:, :64], "a must have K=128"),
+    (lambda a: [1, 2], "a must be a torch.Tensor"),
+])
+def test_rejects_bad_activations(bad, match):
+    a, b, s, g = cpu_problem()
+    with pytest.raises((TypeError, ValueError), match=match):
+        quantgemm.mm(bad(a), b, s, g)
+
+
+@pytest.mark.parametrize("g,match", [(96, "group_size must be -1 or a positive divisor"),
+                                     (32, "group_size must be a multiple of 64"),
+                                     (0, "group_size must be -1 or a positive divisor"),
+                                     (1.5, "group_size must be an int")])
+def test_rejects_bad_group_size(g, match):
+    a, b, s, _ = cpu_problem()
+    with pytest.raises((TypeError, ValueError), match=match):
+        quantgemm.mm(a, b, s, g)
+
+
+@pytest.mark.parametrize("bad,match", [
+    (lambda s: s.float(), "group_scales must have dtype torch.bfloat16"),
+    (lambda s: s[:1], r"group_scales must have shape \(2, 128\)"),
+    (lambda s: s.t().contiguous().t(), "group_scales must be contiguous"),
+])
+def test_rejects_bad_scales(bad, match):
+    a, b, s, g = cpu_problem()
+    with pytest.raises((TypeError, ValueError), match=match):
+        quantgemm.mm(a, b, bad(s), g)
+
+
+def test_rejects_bad_out_and_schedule():
+    a, b, s, g = cpu_problem()
+    with pytest.raises(ValueError, match=r"out must have shape \(4, 128\)"):
+        quantgemm.mm(a, b, s, g, out=torch.empty(4, 64, dtype=torch.bfloat16))
+    with pytest.raises(TypeError, match="out must have dtype torch.bfloat16"):
+        quantgemm.mm(a, b, s, g, out=torch.empty(4, 128, dtype=torch.float32))
+    with pytest.raises(ValueError, match="schedule must be one of"):
+        quantgemm.mm(a, b, s, g, schedule="no_such_schedule")
+
+
+def test_rejects_cpu_activations():
+    a, b, s, g = cpu_problem()
+    with pytest.raises(ValueError, match="a must be a CUDA tensor"):
+        quantgemm.mm(a, b, s, g)
+
+
+def test_schedules_are_listed_and_selectable():
+    names = quantgemm.supported_schedules()
+    assert names and len(set(names)) == len(names)
+    for m in (1, 16, 64, 4096):
+        assert quantgemm.select_schedule(m, 4096, 4096) in names
+
+
+# ---------------------------------------------------------------- on the GPU
+
+M_VALUES = (1, 7, 16, 33, 64, 128, 257, 1024)
+SHAPES = ((256, 128), (4096, 4096), (28672, 8192), (8192, 28672))
+
+
+@functools.lru_cache(maxsize=None)
+def gpu_weight(n, k, g):
+    """A real (Gaussian) weight, quantized and prepacked; cached across tests of one shape."""
+    gen = torch.Generator(device="cuda").manual_seed(n * 7 + k + g)
+    w = torch.randn(n, k, device="cuda", dtype=torch.bfloat16, generator=gen) / k ** 0.5
+    w_q, scales = quantgemm.quantize_u4b8(w, g)
+    w_deq = reference.dequantize_u4b8(w_q, scales, g)
+    return w_q, scales, quantgemm.prepack_b(w_q), w_deq.abs().max().item()
+
+
+def check_mm(m, n, k, g, schedule=None, a=None, out=None):
+    w_q, scales, b, w_max = gpu_weight(n, k, g)
+    if a is None:
+        a = torch.randn(m, k, device="cuda", dtype=torch.bfloat16)
+    if out is None:
+        out = torch.empty(m, n, device="cuda", dtype=torch.bfloat16)
+    poison_(out)
+    got = quantgemm.mm(a, b, scales, g, out=out, schedule=schedule)
+    assert got.data_ptr() == out.data_ptr()
+    ref = reference.mm_u4b8(a, w_q, scales, g)
+    assert_gemm_close(got, ref, k, a.abs().max().item(), w_max)
+
+
+@requires_hopper
+@pytest.mark.parametrize("n,k", [(256, 128), (4096, 4096)])
+def test_gpu_prepack_equals_host_reference(n, k):
+    codes = torch.randint(0, 16, (n, k), dtype=torch.uint8)
+    host = quantgemm.prepack_b(codes)
+    gpu = quantgemm.prepack_b(codes.cuda())
+    assert gpu.data.is_cuda
+    assert torch.equal(gpu.data.cpu(), host.data)
+
+
+@requires_hopper
+@pytest.mark.parametrize("schedule", quantgemm.supported_schedules())
+@pytest.mark.parametrize("n,k", SHAPES)
+@pytest.mark.parametrize("m", M_VALUES)
+def test_mm_matches_reference(m, n, k, schedule):
+    check_mm(m, n, k, 128, schedule)
+
+
+@requires_hopper
+@pytest.mark.parametrize("m", M_VALUES)
+def test_mm_heuristic_matches_reference(m):
+    check_mm(m, 28672, 8192, 128)
+
+
+@requires_hopper
+@pytest.mark.parametrize("g", [64, 256, -1])
+def test_mm_other_group_sizes(g):
+    for m in (1, 33, 300):
+        check_mm(m, 1024, 2048, g)
+
+
+@requires_hopper
+def test_mm_honours_strides():
+    n, k = 4096, 4096
+    big = torch.randn(70, k + 64, device="cuda", dtype=torch.bfloat16)
+    check_mm(64, n, k, 128, a=big[3:67, 32:32 + k])  # row slice with a padded leading dimension
+    wide = torch.empty(40, n + 256, device="cuda", dtype=torch.bfloat16)
+    check_mm(40, n, k, 128, out=wide[:, 128:128 + n])
+
+
+@requires_hopper
+def test_mm_m_zero_and_fresh_output():
+    _, scales, b, _ = gpu_weight(256, 128, 128)
+    a = torch.empty(0, 128, device="cuda", dtype=torch.bfloat16)
+    out = quantgemm.mm(a, b, scales, 128)
+    assert out.shape == (0, 256) and out.dtype == torch.bfloat16
+    a = torch.randn(3, 128, device="cuda", dtype=torch.bfloat16)
+    assert quantgemm.mm(a, b, scales, 128).shape == (3, 256)
+
+
+@requires_hopper
+def test_mm_repeated_calls_are_deterministic():
+    w_q, scales, b, _ = gpu_weight(4096, 4096, 128)
+    a = torch.randn(5, 4096, device="cuda", dtype=torch.bfloat16)
+    first = quantgemm.mm(a, b, scales, 128)
+    for _ in range(3):
+        assert torch.equal(quantgemm.mm(a, b, scales, 128), first)
+
+
+@requires_hopper
+def test_mm_rejects_misaligned_and_foreign_inputs():
+    _, scales, b, _ = gpu_weight(256, 128, 128)
+    a = torch.randn(4, 128, device="cuda", dtype=torch.bfloat16)
+    with pytest.raises(ValueError, match="a must have unit stride"):
+        quantgemm.mm(torch.randn(128, 4, device="cuda", dtype=torch.bfloat16).t(), b, scales, 128)
+    odd = torch.randn(4 * 129 + 1, device="cuda", dtype=torch.bfloat16)[1:].view(4, 129)[:, :128]
+    with pytest.raises(ValueError, match="a must have a row stride"):
+        quantgemm.mm(odd, b, scales, 128)
+    with pytest.raises(ValueError, match="group_scales must be on cuda"):
+        quantgemm.mm(a, b, scales.cpu(), 128)
+    with pytest.raises(ValueError, match="b must be on cuda"):
+        quantgemm.mm(a, b.to("cpu"), scales, 128)

@@ -1,0 +1,66 @@
+"""The round-to-nearest quantizer and the reference dequant-matmul."""
+
+import pytest
+import torch
+
+import quantgemm
+from quantgemm import reference
+
+
+@pytest.mark.parametrize("group_size", [64, 128, -1])
+def test_quantizer_rounds_to_nearest(group_size):
+    torch.manual_seed(1)
+    w = torch.randn(256, 512, dtype=torch.bfloat16)
+    w_q, scales = quantgemm.quantize_u4b8(w, group_size)
+    groups = 1 if group_size == -1 else 512 // group_size
+    assert w_q.dtype == torch.uint8 and w_q.shape == (256, 512)
+    assert scales.dtype == torch.bfloat16 and scales.shape == (groups, 256)
+    assert int(w_q.max()) <= 15
+    deq = reference.dequantize_u4b8(w_q, scales, group_size)
+    s = scales.float().repeat_interleave(512 // groups, dim=0).t()
+    # within half a step of the stored scale (plus the bf16 rounding of the dequantized value)
+    assert ((deq - w.float()).abs() <= 0.5 * s * (1 + 2 ** -7) + w.float().abs() * 2 ** -8).all()
+    # and codes span the range
+    assert int(w_q.min()) == 0 or int(w_q.max()) == 15
+
+
+def test_quantizer_zero_group():
+    w = torch.zeros(128, 128, dtype=torch.bfloat16)
+    w[:, 64:] = 1.0
+    w_q, scales = quantgemm.quantize_u4b8(w, 64)
+    assert torch.isfinite(scales.float()).all()
+    assert (w_q[:, :64] == 8).all()
+    assert torch.allclose(reference.dequantize_u4b8(w_q, scales, 64), w.float(), atol=0.07)
+
+
+def test_quantizer_validation():
+    with pytest.raises(ValueError, match="group_size"):
+        quantgemm.quantize_u4b8(torch.randn(128, 100), 64)
+    with pytest.raises(TypeError, match="floating-point"):
+        quantgemm.quantize_u4b8(torch.zeros(128, 128, dtype=torch.int32))
+
+
+def test_reference_matches_direct_computation():
+    torch.manual_seed(2)
+    n, k, m, g = 256, 384, 5, 128
+    w_q = torch.randint(0, 16, (n, k), dtype=torch.uint8)
+    scales = (torch.rand(k // g, n) + 0.5).to(torch.bfloat16)
+    a = torch.randn(m, k, dtype=torch.bfloat16)
+    got = reference.mm_u4b8(a, w_q, scales, g)
+    w = torch.empty(n, k, dtype=torch.float64)
+    for kk in range(k):
+        w[:, kk] = (w_q[:, kk].double() - 8) * scales[kk // g].double()
+    w = w.to(torch.bfloat16).double()  # the kernel rounds the dequantized weight to bf16 once
+    want = a.double() @ w.t()
+    assert torch.allclose(got.double(), want, rtol=1e-5, atol=1e-4)
+
+
+def test_quantize_then_reference_approximates_the_float_matmul():
+    torch.manual_seed(3)
+    w = torch.randn(512, 1024) / 32
+    a = torch.randn(8, 1024)
+    w_q, scales = quantgemm.quantize_u4b8(w.to(torch.bfloat16), 128)
+    got = reference.mm_u4b8(a.to(torch.bfloat16), w_q, scales, 128)
+    want = a @ w.t()
+    rel = (got - want).norm() / want.norm()
+    assert rel < 0.15  # 4-bit RTN on Gaussian weights: about 0.1
