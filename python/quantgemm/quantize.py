@@ -21,7 +21,8 @@ def quantize_u4b8(w: torch.Tensor, group_size: int = 128, scale_dtype: torch.dty
     w: [N, K] floating weight. Returns (w_q, scales): w_q [N, K] uint8 codes in 0..15 and scales
     [K / group_size, N] in `scale_dtype` (default: w's dtype if 16-bit, else bfloat16), such that
     w ~ (w_q - 8) * scales[k // group_size, n]. Each scale is amax / 7.5 of its group, rounded to
-    scale_dtype before the codes are chosen, so the codes are the nearest under the stored scale.
+    scale_dtype (upwards where rounding down would clip) before the codes are chosen, so the codes
+    are the nearest under the stored scale: every error is at most half a scale step.
     """
     _checks.tensor("w", w, ndim=2)
     if not w.is_floating_point():
@@ -33,6 +34,9 @@ def quantize_u4b8(w: torch.Tensor, group_size: int = 128, scale_dtype: torch.dty
     wf = w.float().reshape(n, groups, k // groups)
     amax = wf.abs().amax(dim=-1)
     scales = torch.where(amax > 0, amax / 7.5, torch.ones_like(amax)).to(scale_dtype)
+    # a scale rounded below amax / 7.5 would clip the group's largest value: take the next one up
+    low = scales.float() * 7.5 < amax
+    scales[low] = (scales[low].view(torch.int16) + 1).view(scale_dtype)
     q = torch.round(wf / scales.float().unsqueeze(-1)) + 8
     w_q = q.clamp_(0, 15).to(torch.uint8).reshape(n, k)
     return w_q, scales.t().contiguous()
