@@ -94,40 +94,72 @@ struct Sm90MmaBulkTmaGmmaRsMixedInput {
     cutlass::arch::fence_barrier_init();
   }
 
-  /// Producer (one thread): fills the next stage with k-block kb of tile (n_tile, m_tile).
-  CUTE_DEVICE static void load(Params const& p, CUtensorMap const* tma_act, SharedStorage& s,
-                               PipelineState& pipe, int n_tile, int m_tile, int kb) {
+  /// The producer's position in the weight and scale streams of one tile.
+  struct LoadCursor {
+    uint8_t const* b;        ///< the next prepacked block
+    ElementA const* scales;  ///< the scale row of its group, at the tile's first column
+    int k;                   ///< its first k
+    int group_left;          ///< blocks left in the current group
+  };
+
+  CUTE_DEVICE static LoadCursor cursor(Params const& p, int n_tile, int kb) {
+    return LoadCursor{p.b + BLayout::block_offset_bytes(n_tile, kb, p.K),
+                      p.scales + int64_t(kb / p.group_k_blocks) * p.N + n_tile * TileN, kb * TileK,
+                      p.group_k_blocks - kb % p.group_k_blocks};
+  }
+
+  /// Producer (one thread): fills the next stage with the cursor's k-block of activation rows
+  /// [m0, m0 + TileM), and steps the cursor to the next k-block.
+  CUTE_DEVICE static void load(Params const& p, CUtensorMap const* tma_act, SharedStorage& s, PipelineState& pipe,
+                               LoadCursor& c, int m0) {
     int const i = pipe.index;
     cutlass::arch::ClusterBarrier::wait(&s.empty[i], pipe.phase ^ 1u);
     cutlass::arch::ClusterTransactionBarrier::arrive_and_expect_tx(&s.full[i], kStageBytes);
-    cute::SM90_BULK_COPY_G2S::copy(p.b + BLayout::block_offset_bytes(n_tile, kb, p.K), &s.full[i],
-                                   s.b.data() + i * BLayout::kBlockBytes, BLayout::kBlockBytes);
-    cute::SM90_BULK_COPY_G2S::copy(p.scales + int64_t(kb / p.group_k_blocks) * p.N + n_tile * TileN,
-                                   &s.full[i], s.scales.data() + i * TileN, kScaleBytes);
-    cute::SM90_TMA_LOAD_2D::copy(tma_act, &s.full[i],
-                                 static_cast<uint64_t>(cute::TMA::CacheHintSm90::EVICT_NORMAL),
-                                 s.act.data() + i * (TileM * TileK), kb * TileK, m_tile * TileM);
+    cute::SM90_BULK_COPY_G2S::copy(c.b, &s.full[i], s.b.data() + i * BLayout::kBlockBytes, BLayout::kBlockBytes);
+    cute::SM90_BULK_COPY_G2S::copy(c.scales, &s.full[i], s.scales.data() + i * TileN, kScaleBytes);
+    cute::SM90_TMA_LOAD_2D::copy(tma_act, &s.full[i], static_cast<uint64_t>(cute::TMA::CacheHintSm90::EVICT_NORMAL),
+                                 s.act.data() + i * (TileM * TileK), c.k, m0);
     pipe.advance<Stages>();
+    c.b += BLayout::kBlockBytes;
+    c.k += TileK;
+    if (--c.group_left == 0) {
+      c.group_left = p.group_k_blocks;
+      c.scales += p.N;
+    }
   }
+
+  // NOTE: each stage is converted whole into one of two A-register buffers and its four k16
+  // wgmmas are issued back to back under one fence and one commit, so that converting stage s + 1
+  // overlaps the wgmmas of stage s. Narrow tiles also spread the k16 steps over independent
+  // accumulator sets (summed at the end, in a fixed order): a chain of short wgmmas on one
+  // accumulator would run at the wgmma's latency rather than its throughput.
+  static constexpr int kABuffers = 2;
+  static constexpr int kAccumulators = TileM <= 16 ? 8 : (TileM <= 32 ? 4 : (TileM <= 64 ? 2 : 1));
 
   /// Consumers (two warpgroups, thread ct in 0..255): accum = the sum over the next k_iters stages.
   CUTE_DEVICE static void mma(SharedStorage& s, PipelineState& pipe, int k_iters, Accumulator& accum, int ct) {
     using namespace cute;
     TiledMma tiled_mma;
+    tiled_mma.accumulate_ = GMMA::ScaleOut::One;
     Tensor sAct = make_tensor(make_smem_ptr(s.act.data()), SmemLayoutAct{});       // (TileM,TileK,PIPE)
     auto wg_slice = tiled_mma.get_slice((ct / 128) * 128);
     Tensor tCrB = wg_slice.make_fragment_B(wg_slice.partition_B(sAct));             // (MMA,1,4,PIPE)
-    Tensor tCrA = make_tensor<ElementA>(partition_shape_A(tiled_mma, Shape<Int<TileN>, Int<TileK>>{}));  // (MMA,1,4)
-    static_assert(size<2>(tCrA) == BLayout::kKSteps);
+    using FragmentA = decltype(make_tensor<ElementA>(partition_shape_A(tiled_mma, Shape<Int<TileN>, Int<TileK>>{})));
+    FragmentA tCrA[kABuffers];                                                        // (MMA,1,4) each
+    static_assert(size<2>(FragmentA{}) == BLayout::kKSteps);
+    Accumulator sets[kAccumulators];
+    CUTE_UNROLL
+    for (int a = 0; a < kAccumulators; ++a) {
+      clear(sets[a]);
+    }
 
     // this thread's two weight rows: the wgmma A fragment rows g and g + 8 of its warp
     int const row = (ct / 32) * 16 + (ct % 32) / 4;
     uint16_t const* scales = reinterpret_cast<uint16_t const*>(s.scales.data());
+    int pending = 0;  // stages before the current one still read by wgmmas in flight
 
-    tiled_mma.accumulate_ = GMMA::ScaleOut::Zero;
-    warpgroup_fence_operand(accum);
-    int previous = -1;
-    for (int it = 0; it < k_iters; ++it) {
+    auto block = [&](auto buffer) {
+      constexpr int P = decltype(buffer)::value;
       int const i = pipe.index;
       cutlass::arch::ClusterTransactionBarrier::wait(&s.full[i], pipe.phase);
       uint4 const packed = *reinterpret_cast<uint4 const*>(s.b.data() + i * BLayout::kBlockBytes + ct * 16);
@@ -141,33 +173,61 @@ struct Sm90MmaBulkTmaGmmaRsMixedInput {
                                        reinterpret_cast<__nv_bfloat162 const&>(hi2),
                                        reinterpret_cast<__nv_bfloat162 const&>(lo2),
                                        reinterpret_cast<__nv_bfloat162 const&>(hi2)};
+      // the wgmmas that read buffer P, kABuffers stages ago, have retired; so has the stage before
+      warpgroup_wait<kABuffers - 1>();
+      if (pending == kABuffers) {
+        release(s, (i + Stages - pending) % Stages, ct);
+        --pending;
+      }
       CUTE_UNROLL
       for (int j = 0; j < BLayout::kKSteps; ++j) {
-        // at most 3 wgmmas in flight: the one that last read these registers has retired
-        warpgroup_wait<BLayout::kKSteps - 1>();
-        if (j == BLayout::kKSteps - 1 && previous >= 0) {
-          release(s, previous, ct);  // every wgmma of the previous stage has retired
-        }
-        Tensor a = recast<uint32_t>(tCrA(_, 0, j));
+        Tensor a = recast<uint32_t>(tCrA[P](_, 0, j));
         uint32_t converted[4];
         ConvertToBf16x2<Weight>::convert(words[j], scale, converted);
         CUTE_UNROLL
         for (int r = 0; r < 4; ++r) {
           a(r) = converted[r];
         }
-        warpgroup_fence_operand(accum);
-        warpgroup_arrive();
-        gemm(tiled_mma, tCrA(_, _, j), tCrB(_, _, j, i), accum);
-        tiled_mma.accumulate_ = GMMA::ScaleOut::One;
-        warpgroup_commit_batch();
       }
-      previous = i;
+      CUTE_UNROLL
+      for (int a = 0; a < kAccumulators; ++a) {
+        warpgroup_fence_operand(sets[a]);
+      }
+      warpgroup_arrive();
+      CUTE_UNROLL
+      for (int j = 0; j < BLayout::kKSteps; ++j) {
+        gemm(tiled_mma, tCrA[P](_, _, j), tCrB(_, _, j, i), sets[(P * BLayout::kKSteps + j) % kAccumulators]);
+      }
+      warpgroup_commit_batch();
+      CUTE_UNROLL
+      for (int a = 0; a < kAccumulators; ++a) {
+        warpgroup_fence_operand(sets[a]);
+      }
+      ++pending;
       pipe.advance<Stages>();
+    };
+
+    static_assert(kABuffers == 2);
+    int it = 0;
+    for (; it + 1 < k_iters; it += 2) {
+      block(Int<0>{});
+      block(Int<1>{});
+    }
+    if (it < k_iters) {  // an if, not a loop: buffer 0 must never directly follow buffer 0
+      block(Int<0>{});
     }
     warpgroup_wait<0>();
-    warpgroup_fence_operand(accum);
-    if (previous >= 0) {
-      release(s, previous, ct);
+    for (; pending > 0; --pending) {
+      release(s, (pipe.index + Stages - pending) % Stages, ct);
+    }
+    CUTE_UNROLL
+    for (int v = 0; v < size(accum); ++v) {
+      float sum = sets[0](v);
+      CUTE_UNROLL
+      for (int a = 1; a < kAccumulators; ++a) {
+        sum += sets[a](v);
+      }
+      accum(v) = sum;
     }
   }
 

@@ -29,8 +29,11 @@ struct Sm90GemmMixedInputStreamK {
   static constexpr int TileN = Mainloop::TileN;
   static constexpr int TileM = Mainloop::TileM;
   static constexpr int kThreads = 128 + Mainloop::kConsumerThreads;
-  static constexpr int kProducerRegisters = 40;
-  static constexpr int kConsumerRegisters = 232;
+  // NOTE: only wide tiles need more than the 168 registers a thread starts with; narrow ones keep
+  // them, so that the producer's loop does not spill.
+  static constexpr bool kReconfigureRegisters = TileM >= 128;
+  static constexpr int kProducerRegisters = 56;
+  static constexpr int kConsumerRegisters = 224;
   static constexpr int kTileFloats = TileN * TileM;
   static constexpr uint32_t kEpilogueBarrier = 1;  // named barrier of the consumer threads
 
@@ -63,18 +66,24 @@ struct Sm90GemmMixedInputStreamK {
 
     int const tiles_n = p.work.tiles_n;
     if (warp_group == 0) {
-      cutlass::arch::warpgroup_reg_dealloc<kProducerRegisters>();
+      if constexpr (kReconfigureRegisters) {
+        cutlass::arch::warpgroup_reg_dealloc<kProducerRegisters>();
+      }
       if (threadIdx.x == 0) {
         PipelineState pipe;
         SegmentIterator segments(p.work, blockIdx.x);
         for (WorkSegment seg; segments.next(seg);) {
+          auto cursor = Mainloop::cursor(p.mainloop, seg.tile % tiles_n, seg.k_begin);
+          int const m0 = (seg.tile / tiles_n) * TileM;
           for (int kb = seg.k_begin; kb < seg.k_end; ++kb) {
-            Mainloop::load(p.mainloop, &p.tma_act, s.mainloop, pipe, seg.tile % tiles_n, seg.tile / tiles_n, kb);
+            Mainloop::load(p.mainloop, &p.tma_act, s.mainloop, pipe, cursor, m0);
           }
         }
       }
     } else {
-      cutlass::arch::warpgroup_reg_alloc<kConsumerRegisters>();
+      if constexpr (kReconfigureRegisters) {
+        cutlass::arch::warpgroup_reg_alloc<kConsumerRegisters>();
+      }
       int const ct = threadIdx.x - 128;
       PipelineState pipe;
       SegmentIterator segments(p.work, blockIdx.x);
