@@ -5,7 +5,8 @@
 Output goes to DIR only, in sorted order, each file rewritten only when its text changes, so the
 same rules give byte-identical files and unchanged files keep their timestamps. --schedules builds
 a subset (for development): rules naming a schedule left out are dropped, and the last rule kept
-becomes the catch-all. --list prints the files that would be written, one per line.
+becomes the catch-all; it may also name a family's candidate schedules, which are compiled (for
+measuring) but reached only by name. --list prints the files that would be written, one per line.
 """
 
 from __future__ import annotations
@@ -50,8 +51,12 @@ def _chain(family: Family, built: set[str]) -> list[ChainLink]:
     return links[: first_catch_all + 1]
 
 
-def all_schedule_names() -> list[str]:
+def default_schedule_names() -> list[str]:
     return sorted(s.name(f.name) for f in FAMILIES for s in f.schedules())
+
+
+def all_schedule_names() -> list[str]:
+    return sorted(s.name(f.name) for f in FAMILIES for s in f.all_schedules())
 
 
 def render(selected: list[str] | None = None) -> dict[str, str]:
@@ -60,7 +65,7 @@ def render(selected: list[str] | None = None) -> dict[str, str]:
     if problems:
         raise SystemExit("generate.py: malformed rules:\n  " + "\n  ".join(problems))
     known = set(all_schedule_names())
-    wanted = set(selected) if selected else known
+    wanted = set(selected) if selected else set(default_schedule_names())
     unknown = wanted - known
     if unknown:
         raise SystemExit(f"generate.py: unknown schedules {sorted(unknown)}; known: {sorted(known)}")
@@ -71,7 +76,7 @@ def render(selected: list[str] | None = None) -> dict[str, str]:
     files: dict[str, str] = {}
     families = []
     for family in FAMILIES:
-        built = [s for s in family.schedules() if s.name(family.name) in wanted]
+        built = [s for s in family.all_schedules() if s.name(family.name) in wanted]
         if not built:
             continue
         entries = [dict(name=s.name(family.name), schedule=s) for s in built]

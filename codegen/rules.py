@@ -2,8 +2,9 @@
 
 A family is one GEMM kind (weight type x activation type). Its rules are read in order; the first
 rule whose bounds admit the problem (M <= m_max, N <= n_max, K <= k_max, a None bound admitting
-anything) names the schedule. The last rule of a family admits everything. The schedules a family
-instantiates are exactly those its rules name.
+anything) names the schedule. The last rule of a family admits everything. A default build
+instantiates exactly the schedules the rules name; `candidates` are further schedules that only a
+build asking for them by name compiles (to measure them against the rules' picks).
 """
 
 from __future__ import annotations
@@ -29,8 +30,8 @@ class Schedule:
     def problems(self) -> list[str]:
         """Why this schedule cannot be compiled, if it cannot."""
         out = []
-        if self.tile_n != 128:
-            out.append(f"tile_n must be 128 (one prepacked block row), got {self.tile_n}")
+        if self.tile_n not in (128, 256):
+            out.append(f"tile_n must be 128 or 256 (one or two prepacked block rows), got {self.tile_n}")
         if self.tile_m not in MIXED_INPUT_TILE_M:
             out.append(f"tile_m must be one of {MIXED_INPUT_TILE_M}, got {self.tile_m}")
         if self.cluster != (1, 1, 1):
@@ -60,9 +61,15 @@ class Family:
     name: str          #: prefix of schedule and function names
     weight: str        #: C++ weight type in namespace quantgemm
     rules: tuple[Rule, ...] = field(default_factory=tuple)
+    candidates: tuple[Schedule, ...] = field(default_factory=tuple)
 
     def schedules(self) -> list[Schedule]:
+        """The schedules the rules name: what a default build compiles."""
         return sorted({r.schedule for r in self.rules})
+
+    def all_schedules(self) -> list[Schedule]:
+        """The rules' schedules and the candidates."""
+        return sorted({r.schedule for r in self.rules} | set(self.candidates))
 
     def select(self, m: int, n: int, k: int) -> Schedule:
         for rule in self.rules:
@@ -82,25 +89,32 @@ class Family:
             for bound in (r.m_max, r.n_max, r.k_max):
                 if bound is not None and bound < 1:
                     out.append(f"{self.name}: bound {bound} admits nothing")
-            out += [f"{self.name} {r.schedule}: {p}" for p in r.schedule.problems()]
+        for sched in self.all_schedules():
+            out += [f"{self.name} {sched}: {p}" for p in sched.problems()]
         return out
 
 
-def _tile(m: int) -> Schedule:
-    return Schedule(tile_n=128, tile_m=m)
+def _tile(n: int, m: int) -> Schedule:
+    return Schedule(tile_n=n, tile_m=m)
 
 
 #: u4b8 weights (GPTQ symmetric 4-bit) x bf16 activations, group scales in the K loop.
+#: Measured on the H200 (docs/benchmarks.md): two-block (256-row) tiles amortize each stage's
+#: overhead and win on wide layers; narrow layers have too few tiles for them and take 128 rows.
 U4B8_BF16 = Family(
     name="u4b8_bf16",
     weight="u4b8",
     rules=(
-        Rule(_tile(8), m_max=8),
-        Rule(_tile(16), m_max=16),
-        Rule(_tile(32), m_max=32),
-        Rule(_tile(64), m_max=64),
-        Rule(_tile(128), m_max=128),
-        Rule(_tile(256)),
+        Rule(_tile(128, 8), m_max=8, n_max=4096),
+        Rule(_tile(256, 8), m_max=8),
+        Rule(_tile(128, 16), m_max=16, n_max=6144),
+        Rule(_tile(256, 16), m_max=16),
+        Rule(_tile(128, 32), m_max=32, n_max=6144),
+        Rule(_tile(256, 32), m_max=32),
+        Rule(_tile(128, 64), m_max=64, n_max=8192),
+        Rule(_tile(256, 64), m_max=64),
+        Rule(_tile(128, 128), m_max=128),
+        Rule(_tile(128, 256)),
     ),
 )
 

@@ -40,6 +40,16 @@ def test_small_m_takes_narrow_tiles():
     assert U4B8_BF16.select(4096, 28672, 8192).tile_m == 256
 
 
+def test_candidates_build_only_on_request():
+    files = generate.render()
+    for c in U4B8_BF16.candidates:
+        assert c not in U4B8_BF16.schedules()
+        assert f"mm_{c.name(U4B8_BF16.name)}.cu" not in files
+    asked = [c.name(U4B8_BF16.name) for c in U4B8_BF16.candidates] + ["u4b8_bf16_128x256_c1x1x1"]
+    files = generate.render(asked)
+    assert sorted(f for f in files if f.startswith("mm_")) == sorted(f"mm_{a}.cu" for a in asked)
+
+
 def test_render_is_deterministic(tmp_path):
     assert generate.render() == generate.render()
     for out in (tmp_path / "a", tmp_path / "b"):
@@ -66,7 +76,7 @@ def test_unchanged_files_are_not_rewritten(tmp_path):
 
 
 def test_subset_build_keeps_a_catch_all():
-    keep = ["u4b8_bf16_128x16_c1x1x1", "u4b8_bf16_128x64_c1x1x1"]
+    keep = ["u4b8_bf16_256x16_c1x1x1", "u4b8_bf16_256x64_c1x1x1"]
     files = generate.render(keep)
     assert sorted(f for f in files if f.startswith("mm_")) == sorted(f"mm_{k}.cu" for k in keep)
     chain = generate._chain(U4B8_BF16, set(keep))

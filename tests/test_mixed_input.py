@@ -87,7 +87,7 @@ def test_schedules_are_listed_and_selectable():
 # ---------------------------------------------------------------- on the GPU
 
 M_VALUES = (1, 7, 16, 33, 64, 128, 257, 1024)
-SHAPES = ((256, 128), (4096, 4096), (28672, 8192), (8192, 28672))
+SHAPES = ((256, 128), (384, 256), (4096, 4096), (28672, 8192), (8192, 28672))
 
 
 @functools.lru_cache(maxsize=None)
@@ -185,3 +185,14 @@ def test_mm_rejects_misaligned_and_foreign_inputs():
         quantgemm.mm(a, b, scales.cpu(), 128)
     with pytest.raises(ValueError, match="b must be on cuda"):
         quantgemm.mm(a, b.to("cpu"), scales, 128)
+
+
+def test_compiled_dispatch_matches_the_rules():
+    from codegen.rules import U4B8_BF16
+    from test_codegen import M_BUCKETS, SHAPES as LAYER_SHAPES
+    built = set(quantgemm.supported_schedules())
+    for n, k in LAYER_SHAPES:
+        for m in M_BUCKETS:
+            want = U4B8_BF16.select(m, n, k).name(U4B8_BF16.name)
+            if want in built:  # a subset build falls back to what it has
+                assert quantgemm.select_schedule(m, n, k) == want, (m, n, k)

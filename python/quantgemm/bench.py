@@ -97,7 +97,7 @@ def copies_for(nbytes: int, l2_bytes: int) -> int:
     return max(2, math.ceil(3 * l2_bytes / max(nbytes, 1)))
 
 
-def bench_shape(model, layer, n, k, ms, group_size, bandwidth, l2_bytes, check=True) -> list[Row]:
+def bench_shape(model, layer, n, k, ms, group_size, bandwidth, l2_bytes, check=True, schedules=(None,)) -> list[Row]:
     device = torch.device("cuda")
     torch.manual_seed(0)
     w = torch.randn(n, k, device=device, dtype=torch.bfloat16) / math.sqrt(k)
@@ -111,16 +111,19 @@ def bench_shape(model, layer, n, k, ms, group_size, bandwidth, l2_bytes, check=T
         a = torch.randn(m, k, device=device, dtype=torch.bfloat16)
         out_q = torch.empty(m, n, device=device, dtype=torch.bfloat16)
         out_t = torch.empty(m, n, device=device, dtype=torch.bfloat16)
-        if check:
-            mixed_input.mm(a, q_copies[0][0], q_copies[0][1], group_size, out=out_q)
-            ref = reference.mm_u4b8(a, w_q, scales, group_size)
-            rel = ((out_q.float() - ref).norm() / ref.norm()).item()
-            if not rel < 1e-2:
-                raise RuntimeError(f"{model} {layer} M={m}: relative error {rel:.3g} against the reference")
-        qg = graph_time_us([lambda b=b, s=s: mixed_input.mm(a, b, s, group_size, out=out_q) for b, s in q_copies])
         tt = graph_time_us([lambda wc=wc: torch.matmul(a, wc.t(), out=out_t) for wc in w_copies])
-        rows.append(Row(model, layer, n, k, m, qg, tt, qbytes / bandwidth * 1e6, mixed_input.select_schedule(m, n, k)))
-        print(format_row(rows[-1]), flush=True)
+        for sched in schedules:
+            if check:
+                mixed_input.mm(a, q_copies[0][0], q_copies[0][1], group_size, out=out_q, schedule=sched)
+                ref = reference.mm_u4b8(a, w_q, scales, group_size)
+                rel = ((out_q.float() - ref).norm() / ref.norm()).item()
+                if not rel < 1e-2:
+                    raise RuntimeError(f"{model} {layer} M={m}: relative error {rel:.3g} against the reference")
+            qg = graph_time_us([lambda b=b, s=s: mixed_input.mm(a, b, s, group_size, out=out_q, schedule=sched)
+                                for b, s in q_copies])
+            rows.append(Row(model, layer, n, k, m, qg, tt, qbytes / bandwidth * 1e6,
+                            sched or mixed_input.select_schedule(m, n, k)))
+            print(format_row(rows[-1]), flush=True)
     return rows
 
 
@@ -140,6 +143,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--group-size", type=int, default=128)
     parser.add_argument("--csv", default=None, help="write the rows to this CSV file")
     parser.add_argument("--no-check", action="store_true", help="skip the correctness check of each point")
+    parser.add_argument("--schedules", default=None,
+                        help="comma-separated schedules to time instead of the heuristic's pick")
     parser.add_argument("--profile", metavar="N,K,M", default=None,
                         help="only run that problem 4 times, untimed, for a profiler (ncu --launch-skip 3)")
     args = parser.parse_args(argv)
@@ -174,7 +179,8 @@ def main(argv: list[str] | None = None) -> int:
     rows = []
     for model in models:
         for layer, n, k in MODELS[model]:
-            rows += bench_shape(model, layer, n, k, ms, args.group_size, bandwidth, l2, check=not args.no_check)
+            rows += bench_shape(model, layer, n, k, ms, args.group_size, bandwidth, l2, check=not args.no_check,
+                                schedules=args.schedules.split(",") if args.schedules else (None,))
     if args.csv:
         with open(args.csv, "w", newline="") as f:
             writer = csv.writer(f)

@@ -5,9 +5,10 @@
 
              acc[n, m] = sum_k bf16((q[n, k] - zero) * s[k / group, n]) * a[m, k]      (fp32)
 
-    One CTA tile is 128 weight rows (two consumer warpgroups, 64 rows each) x TileM activation rows;
-    one stage is one 128x64 prepacked block, the group-scale row of its 64 k, and a TileM x 64
-    activation tile (128B-swizzled, K-major: the wgmma B operand).
+    A CTA tile is TileN weight rows (one or two prepacked 128-row blocks; two consumer warpgroups of
+    64 rows per block) x TileM activation rows. One stage holds, for 64 of k, the tile's prepacked
+    blocks, their group-scale row and a TileM x 64 activation tile (128B-swizzled, K-major: the
+    wgmma B operand, shared by every block of the stage).
 */
 #pragma once
 
@@ -26,10 +27,10 @@
 namespace quantgemm {
 
 /// Position in a ring of pipeline stages.
+template <int Stages>
 struct PipelineState {
   int index = 0;
   uint32_t phase = 0;
-  template <int Stages>
   CUTE_DEVICE void advance() {
     if (++index == Stages) {
       index = 0;
@@ -38,17 +39,20 @@ struct PipelineState {
   }
 };
 
-template <class Weight, class ElementA, int TileM_, int Stages_>
+template <class Weight, class ElementA, int TileN_, int TileM_, int Stages_>
 struct Sm90MmaBulkTmaGmmaRsMixedInput {
   static_assert(cute::is_same_v<ElementA, cutlass::bfloat16_t>, "quantgemm: activations must be bf16 here");
 
   using BLayout = PrepackedBLayout<Weight>;
-  static constexpr int TileN = BLayout::kBlockN;  // weight rows: the wgmma M
+  static constexpr int TileN = TileN_;            // weight rows: the wgmma M
   static constexpr int TileK = BLayout::kBlockK;
   static constexpr int TileM = TileM_;            // activation rows: the wgmma N
   static constexpr int Stages = Stages_;
+  static constexpr int kBlocksN = TileN / BLayout::kBlockN;  // prepacked blocks per stage
+  static_assert(kBlocksN * BLayout::kBlockN == TileN && (kBlocksN == 1 || kBlocksN == 2));
   static constexpr int kConsumerThreads = BLayout::kThreads;
   static constexpr int kConsumerWarps = kConsumerThreads / 32;
+  using Pipeline = PipelineState<Stages>;
 
   using TiledMma = decltype(cute::make_tiled_mma(
       cute::SM90::GMMA::rs_op_selector<ElementA, ElementA, float,
@@ -64,12 +68,12 @@ struct Sm90MmaBulkTmaGmmaRsMixedInput {
       cute::make_shape(cute::Int<TileM>{}, cute::Int<TileK>{}, cute::Int<Stages>{})));
 
   static constexpr uint32_t kActBytes = TileM * TileK * sizeof(ElementA);
-  static constexpr uint32_t kScaleBytes = TileN * sizeof(ElementA);
-  static constexpr uint32_t kStageBytes = BLayout::kBlockBytes + kScaleBytes + kActBytes;
+  static constexpr uint32_t kBlockScaleBytes = BLayout::kBlockN * sizeof(ElementA);
+  static constexpr uint32_t kStageBytes = kBlocksN * (BLayout::kBlockBytes + kBlockScaleBytes) + kActBytes;
 
   struct SharedStorage {
     cute::array_aligned<ElementA, cute::cosize_v<SmemLayoutAct>, 1024> act;
-    cute::array_aligned<uint8_t, Stages * BLayout::kBlockBytes, 128> b;
+    cute::array_aligned<uint8_t, Stages * kBlocksN * BLayout::kBlockBytes, 128> b;
     cute::array_aligned<ElementA, Stages * TileN, 128> scales;
     uint64_t full[Stages];
     uint64_t empty[Stages];
@@ -84,7 +88,7 @@ struct Sm90MmaBulkTmaGmmaRsMixedInput {
   };
 
   using Accumulator = decltype(cute::partition_fragment_C(
-      TiledMma{}, cute::Shape<cute::Int<TileN>, cute::Int<TileM>>{}));
+      TiledMma{}, cute::Shape<cute::Int<TileN>, cute::Int<TileM>>{}));  // (MMA, kBlocksN, 1)
 
   CUTE_DEVICE static void init_barriers(SharedStorage& s) {
     for (int i = 0; i < Stages; ++i) {
@@ -96,30 +100,45 @@ struct Sm90MmaBulkTmaGmmaRsMixedInput {
 
   /// The producer's position in the weight and scale streams of one tile.
   struct LoadCursor {
-    uint8_t const* b;        ///< the next prepacked block
+    uint8_t const* b;        ///< the tile's next prepacked block (its first 128 rows)
     ElementA const* scales;  ///< the scale row of its group, at the tile's first column
-    int k;                   ///< its first k
+    int64_t b_next_n;        ///< bytes from a block to the one 128 rows further
+    int k;                   ///< first k of the next block
     int group_left;          ///< blocks left in the current group
+    int blocks;              ///< prepacked blocks of this tile inside N (the last tile may have fewer)
   };
 
   CUTE_DEVICE static LoadCursor cursor(Params const& p, int n_tile, int kb) {
-    return LoadCursor{p.b + BLayout::block_offset_bytes(n_tile, kb, p.K),
-                      p.scales + int64_t(kb / p.group_k_blocks) * p.N + n_tile * TileN, kb * TileK,
-                      p.group_k_blocks - kb % p.group_k_blocks};
+    int const nb = n_tile * kBlocksN;
+    int const blocks_left = p.N / BLayout::kBlockN - nb;
+    return LoadCursor{p.b + BLayout::block_offset_bytes(nb, kb, p.K),
+                      p.scales + int64_t(kb / p.group_k_blocks) * p.N + n_tile * TileN,
+                      int64_t(p.K / TileK) * BLayout::kBlockBytes,
+                      kb * TileK,
+                      p.group_k_blocks - kb % p.group_k_blocks,
+                      blocks_left < kBlocksN ? blocks_left : kBlocksN};
   }
 
   /// Producer (one thread): fills the next stage with the cursor's k-block of activation rows
-  /// [m0, m0 + TileM), and steps the cursor to the next k-block.
-  CUTE_DEVICE static void load(Params const& p, CUtensorMap const* tma_act, SharedStorage& s, PipelineState& pipe,
+  /// [m0, m0 + TileM), and steps the cursor to the next k-block. Blocks past N are not loaded:
+  /// the rows they would feed are never stored.
+  CUTE_DEVICE static void load(Params const& p, CUtensorMap const* tma_act, SharedStorage& s, Pipeline& pipe,
                                LoadCursor& c, int m0) {
     int const i = pipe.index;
     cutlass::arch::ClusterBarrier::wait(&s.empty[i], pipe.phase ^ 1u);
-    cutlass::arch::ClusterTransactionBarrier::arrive_and_expect_tx(&s.full[i], kStageBytes);
-    cute::SM90_BULK_COPY_G2S::copy(c.b, &s.full[i], s.b.data() + i * BLayout::kBlockBytes, BLayout::kBlockBytes);
-    cute::SM90_BULK_COPY_G2S::copy(c.scales, &s.full[i], s.scales.data() + i * TileN, kScaleBytes);
+    uint32_t const bytes = kActBytes + c.blocks * (BLayout::kBlockBytes + kBlockScaleBytes);
+    cutlass::arch::ClusterTransactionBarrier::arrive_and_expect_tx(&s.full[i], bytes);
+    CUTE_UNROLL
+    for (int blk = 0; blk < kBlocksN; ++blk) {
+      if (blk < c.blocks) {
+        cute::SM90_BULK_COPY_G2S::copy(c.b + blk * c.b_next_n, &s.full[i],
+                                       s.b.data() + (i * kBlocksN + blk) * BLayout::kBlockBytes, BLayout::kBlockBytes);
+      }
+    }
+    cute::SM90_BULK_COPY_G2S::copy(c.scales, &s.full[i], s.scales.data() + i * TileN, c.blocks * kBlockScaleBytes);
     cute::SM90_TMA_LOAD_2D::copy(tma_act, &s.full[i], static_cast<uint64_t>(cute::TMA::CacheHintSm90::EVICT_NORMAL),
                                  s.act.data() + i * (TileM * TileK), c.k, m0);
-    pipe.advance<Stages>();
+    pipe.advance();
     c.b += BLayout::kBlockBytes;
     c.k += TileK;
     if (--c.group_left == 0) {
@@ -128,16 +147,16 @@ struct Sm90MmaBulkTmaGmmaRsMixedInput {
     }
   }
 
-  // NOTE: each stage is converted whole into one of two A-register buffers and its four k16
-  // wgmmas are issued back to back under one fence and one commit, so that converting stage s + 1
-  // overlaps the wgmmas of stage s. Narrow tiles also spread the k16 steps over independent
-  // accumulator sets (summed at the end, in a fixed order): a chain of short wgmmas on one
-  // accumulator would run at the wgmma's latency rather than its throughput.
+  // NOTE: each stage is converted whole into one of two A-register buffers and its k16 wgmmas are
+  // issued back to back under one fence and one commit, so that converting stage s + 1 overlaps
+  // the wgmmas of stage s. Narrow tiles also spread the k16 steps over independent accumulator
+  // sets (summed at the end, in a fixed order): a chain of short wgmmas on one accumulator would
+  // run at the wgmma's latency rather than its throughput.
   static constexpr int kABuffers = 2;
-  static constexpr int kAccumulators = TileM <= 16 ? 8 : (TileM <= 32 ? 4 : (TileM <= 64 ? 2 : 1));
+  static constexpr int kAccumulators = (TileM * kBlocksN) <= 16 ? 8 : ((TileM * kBlocksN) <= 32 ? 4 : ((TileM * kBlocksN) <= 64 ? 2 : 1));
 
   /// Consumers (two warpgroups, thread ct in 0..255): accum = the sum over the next k_iters stages.
-  CUTE_DEVICE static void mma(SharedStorage& s, PipelineState& pipe, int k_iters, Accumulator& accum, int ct) {
+  CUTE_DEVICE static void mma(SharedStorage& s, Pipeline& pipe, int k_iters, Accumulator& accum, int ct) {
     using namespace cute;
     TiledMma tiled_mma;
     tiled_mma.accumulate_ = GMMA::ScaleOut::One;
@@ -145,48 +164,56 @@ struct Sm90MmaBulkTmaGmmaRsMixedInput {
     auto wg_slice = tiled_mma.get_slice((ct / 128) * 128);
     Tensor tCrB = wg_slice.make_fragment_B(wg_slice.partition_B(sAct));             // (MMA,1,4,PIPE)
     using FragmentA = decltype(make_tensor<ElementA>(partition_shape_A(tiled_mma, Shape<Int<TileN>, Int<TileK>>{})));
-    FragmentA tCrA[kABuffers];                                                        // (MMA,1,4) each
-    static_assert(size<2>(FragmentA{}) == BLayout::kKSteps);
+    FragmentA tCrA[kABuffers];                                                        // (MMA,kBlocksN,4) each
+    static_assert(size<1>(FragmentA{}) == kBlocksN && size<2>(FragmentA{}) == BLayout::kKSteps);
     Accumulator sets[kAccumulators];
     CUTE_UNROLL
     for (int a = 0; a < kAccumulators; ++a) {
       clear(sets[a]);
     }
 
-    // this thread's two weight rows: the wgmma A fragment rows g and g + 8 of its warp
+    // this thread's weight rows in each block: the wgmma A fragment rows g and g + 8 of its warp
     int const row = (ct / 32) * 16 + (ct % 32) / 4;
     uint16_t const* scales = reinterpret_cast<uint16_t const*>(s.scales.data());
     int pending = 0;  // stages before the current one still read by wgmmas in flight
 
-    auto block = [&](auto buffer) {
+    auto stage = [&](auto buffer) {
       constexpr int P = decltype(buffer)::value;
       int const i = pipe.index;
       cutlass::arch::ClusterTransactionBarrier::wait(&s.full[i], pipe.phase);
-      uint4 const packed = *reinterpret_cast<uint4 const*>(s.b.data() + i * BLayout::kBlockBytes + ct * 16);
-      uint32_t const words[4] = {packed.x, packed.y, packed.z, packed.w};
-      uint32_t const lo = scales[i * TileN + row];
-      uint32_t const hi = scales[i * TileN + row + 8];
-      uint32_t const lo2 = lo | (lo << 16);
-      uint32_t const hi2 = hi | (hi << 16);
-      // registers {a0a1, a2a3, a4a5, a6a7} hold rows {g, g+8, g, g+8}
-      __nv_bfloat162 const scale[4] = {reinterpret_cast<__nv_bfloat162 const&>(lo2),
-                                       reinterpret_cast<__nv_bfloat162 const&>(hi2),
-                                       reinterpret_cast<__nv_bfloat162 const&>(lo2),
-                                       reinterpret_cast<__nv_bfloat162 const&>(hi2)};
+      uint4 packed[kBlocksN];
+      __nv_bfloat162 scale[kBlocksN][4];
+      CUTE_UNROLL
+      for (int blk = 0; blk < kBlocksN; ++blk) {
+        packed[blk] = *reinterpret_cast<uint4 const*>(s.b.data() + (i * kBlocksN + blk) * BLayout::kBlockBytes + ct * 16);
+        uint32_t const lo = scales[i * TileN + blk * BLayout::kBlockN + row];
+        uint32_t const hi = scales[i * TileN + blk * BLayout::kBlockN + row + 8];
+        uint32_t const lo2 = lo | (lo << 16);
+        uint32_t const hi2 = hi | (hi << 16);
+        // registers {a0a1, a2a3, a4a5, a6a7} hold rows {g, g+8, g, g+8}
+        scale[blk][0] = reinterpret_cast<__nv_bfloat162 const&>(lo2);
+        scale[blk][1] = reinterpret_cast<__nv_bfloat162 const&>(hi2);
+        scale[blk][2] = reinterpret_cast<__nv_bfloat162 const&>(lo2);
+        scale[blk][3] = reinterpret_cast<__nv_bfloat162 const&>(hi2);
+      }
       // the wgmmas that read buffer P, kABuffers stages ago, have retired; so has the stage before
       warpgroup_wait<kABuffers - 1>();
       if (pending == kABuffers) {
-        release(s, (i + Stages - pending) % Stages, ct);
+        release(s, i >= pending ? i - pending : i + Stages - pending, ct);
         --pending;
       }
       CUTE_UNROLL
-      for (int j = 0; j < BLayout::kKSteps; ++j) {
-        Tensor a = recast<uint32_t>(tCrA[P](_, 0, j));
-        uint32_t converted[4];
-        ConvertToBf16x2<Weight>::convert(words[j], scale, converted);
+      for (int blk = 0; blk < kBlocksN; ++blk) {
+        uint32_t const words[4] = {packed[blk].x, packed[blk].y, packed[blk].z, packed[blk].w};
         CUTE_UNROLL
-        for (int r = 0; r < 4; ++r) {
-          a(r) = converted[r];
+        for (int j = 0; j < BLayout::kKSteps; ++j) {
+          Tensor a = recast<uint32_t>(tCrA[P](_, blk, j));
+          uint32_t converted[4];
+          ConvertToBf16x2<Weight>::convert(words[j], scale[blk], converted);
+          CUTE_UNROLL
+          for (int r = 0; r < 4; ++r) {
+            a(r) = converted[r];
+          }
         }
       }
       CUTE_UNROLL
@@ -204,21 +231,21 @@ struct Sm90MmaBulkTmaGmmaRsMixedInput {
         warpgroup_fence_operand(sets[a]);
       }
       ++pending;
-      pipe.advance<Stages>();
+      pipe.advance();
     };
 
     static_assert(kABuffers == 2);
     int it = 0;
     for (; it + 1 < k_iters; it += 2) {
-      block(Int<0>{});
-      block(Int<1>{});
+      stage(Int<0>{});
+      stage(Int<1>{});
     }
     if (it < k_iters) {  // an if, not a loop: buffer 0 must never directly follow buffer 0
-      block(Int<0>{});
+      stage(Int<0>{});
     }
     warpgroup_wait<0>();
     for (; pending > 0; --pending) {
-      release(s, (pipe.index + Stages - pending) % Stages, ct);
+      release(s, pipe.index >= pending ? pipe.index - pending : pipe.index + Stages - pending, ct);
     }
     CUTE_UNROLL
     for (int v = 0; v < size(accum); ++v) {

@@ -31,7 +31,7 @@ struct Sm90GemmMixedInputStreamK {
   static constexpr int kThreads = 128 + Mainloop::kConsumerThreads;
   // NOTE: only wide tiles need more than the 168 registers a thread starts with; narrow ones keep
   // them, so that the producer's loop does not spill.
-  static constexpr bool kReconfigureRegisters = TileM >= 128;
+  static constexpr bool kReconfigureRegisters = TileM * Mainloop::kBlocksN >= 16;
   static constexpr int kProducerRegisters = 56;
   static constexpr int kConsumerRegisters = 224;
   static constexpr int kTileFloats = TileN * TileM;
@@ -70,7 +70,7 @@ struct Sm90GemmMixedInputStreamK {
         cutlass::arch::warpgroup_reg_dealloc<kProducerRegisters>();
       }
       if (threadIdx.x == 0) {
-        PipelineState pipe;
+        typename Mainloop::Pipeline pipe;
         SegmentIterator segments(p.work, blockIdx.x);
         for (WorkSegment seg; segments.next(seg);) {
           auto cursor = Mainloop::cursor(p.mainloop, seg.tile % tiles_n, seg.k_begin);
@@ -85,7 +85,7 @@ struct Sm90GemmMixedInputStreamK {
         cutlass::arch::warpgroup_reg_alloc<kConsumerRegisters>();
       }
       int const ct = threadIdx.x - 128;
-      PipelineState pipe;
+      typename Mainloop::Pipeline pipe;
       SegmentIterator segments(p.work, blockIdx.x);
       for (WorkSegment seg; segments.next(seg);) {
         typename Mainloop::Accumulator accum;
@@ -101,29 +101,34 @@ struct Sm90GemmMixedInputStreamK {
   }
 
   /// Writes this piece's partial and counts it in; the last piece of the tile to arrive adds up
-  /// all pieces in CTA order into accum and returns true.
+  /// all pieces in CTA order into accum and returns true. One thread publishes with a release
+  /// after the CTA barrier and acquires for the finisher before the next barrier.
   CUTE_DEVICE static bool reduce_partials(Params const& p, SharedStorage& s, WorkSegment const& seg,
                                           typename Mainloop::Accumulator& accum, int ct) {
     StreamKDecomposition const& d = p.work;
-    int const me = blockIdx.x;
-    constexpr int kChunks = TileM / 8;  // float4 chunks per thread
+    constexpr int kChunks = TileM * Mainloop::kBlocksN / 8;  // float4 chunks per thread
+    constexpr int kBatch = kChunks >= 8 ? 1 : 8 / kChunks;   // pieces loaded at once: <= 8 float4 in flight
     float4* const workspace = reinterpret_cast<float4*>(p.workspace);
-    float4* const mine = workspace + int64_t(d.sk_slot(me, seg.sk_tile)) * (kTileFloats / 4);
+    auto piece = [&](int c) {
+      return workspace + int64_t(d.sk_slot(c, seg.sk_tile)) * (kTileFloats / 4) + ct;
+    };
+    float4* const mine = piece(blockIdx.x);
     CUTE_UNROLL
     for (int i = 0; i < kChunks; ++i) {
-      mine[i * Mainloop::kConsumerThreads + ct] =
-          make_float4(accum(4 * i), accum(4 * i + 1), accum(4 * i + 2), accum(4 * i + 3));
+      __stcg(mine + i * Mainloop::kConsumerThreads,
+             make_float4(accum(4 * i), accum(4 * i + 1), accum(4 * i + 2), accum(4 * i + 3)));
     }
-    __threadfence();
-    cutlass::arch::NamedBarrier::sync(Mainloop::kConsumerThreads, kEpilogueBarrier);
     uint32_t const u0 = uint32_t(seg.sk_tile) * uint32_t(d.iters);
     int const c_lo = d.sk_owner(u0);
     int const c_hi = d.sk_owner(u0 + d.iters - 1);
+    cutlass::arch::NamedBarrier::sync(Mainloop::kConsumerThreads, kEpilogueBarrier);
     if (ct == 0) {
-      int const arrived = atomicAdd(&p.counters[seg.sk_tile], 1) + 1;
-      int const last = arrived == c_hi - c_lo + 1;
+      int arrived;
+      int* const counter = &p.counters[seg.sk_tile];
+      asm volatile("atom.acq_rel.gpu.global.add.s32 %0, [%1], 1;" : "=r"(arrived) : "l"(counter) : "memory");
+      int const last = arrived + 1 == c_hi - c_lo + 1;
       if (last) {
-        p.counters[seg.sk_tile] = 0;  // at rest again for the next launch
+        *counter = 0;  // at rest again for the next launch
       }
       s.finisher = last;
     }
@@ -131,18 +136,31 @@ struct Sm90GemmMixedInputStreamK {
     if (!s.finisher) {
       return false;
     }
-    __threadfence();
-    // every piece, this CTA's own included, is read back from the workspace in CTA order
-    for (int c = c_lo; c <= c_hi; ++c) {
-      float4 const* piece = workspace + int64_t(d.sk_slot(c, seg.sk_tile)) * (kTileFloats / 4) + ct;
+    // every piece, this CTA's own included, is read back and added in CTA order
+    for (int c0 = c_lo; c0 <= c_hi; c0 += kBatch) {
+      float4 x[kBatch][kChunks];
       CUTE_UNROLL
-      for (int i = 0; i < kChunks; ++i) {
-        float4 const x = __ldcg(piece + i * Mainloop::kConsumerThreads);
-        bool const first = c == c_lo;
-        accum(4 * i) = first ? x.x : accum(4 * i) + x.x;
-        accum(4 * i + 1) = first ? x.y : accum(4 * i + 1) + x.y;
-        accum(4 * i + 2) = first ? x.z : accum(4 * i + 2) + x.z;
-        accum(4 * i + 3) = first ? x.w : accum(4 * i + 3) + x.w;
+      for (int b = 0; b < kBatch; ++b) {
+        if (c0 + b <= c_hi) {
+          float4 const* src = piece(c0 + b);
+          CUTE_UNROLL
+          for (int i = 0; i < kChunks; ++i) {
+            x[b][i] = __ldcg(src + i * Mainloop::kConsumerThreads);
+          }
+        }
+      }
+      CUTE_UNROLL
+      for (int b = 0; b < kBatch; ++b) {
+        if (c0 + b <= c_hi) {
+          bool const first = c0 + b == c_lo;
+          CUTE_UNROLL
+          for (int i = 0; i < kChunks; ++i) {
+            accum(4 * i) = first ? x[b][i].x : accum(4 * i) + x[b][i].x;
+            accum(4 * i + 1) = first ? x[b][i].y : accum(4 * i + 1) + x[b][i].y;
+            accum(4 * i + 2) = first ? x[b][i].z : accum(4 * i + 2) + x[b][i].z;
+            accum(4 * i + 3) = first ? x[b][i].w : accum(4 * i + 3) + x[b][i].w;
+          }
+        }
       }
     }
     return true;
@@ -155,15 +173,19 @@ struct Sm90GemmMixedInputStreamK {
       cute::tma_store_wait<0>();  // the previous tile's store has read s.out
     }
     cutlass::arch::NamedBarrier::sync(Mainloop::kConsumerThreads, kEpilogueBarrier);
-    // wgmma accumulator value v: row g + 8 * (v / 2 % 2) of the warp's 16, column 2q + v % 2 + 8 * (v / 4)
+    // wgmma accumulator value v of block blk: row 128 blk + g + 8 (v / 2 % 2) of the warp's 16,
+    // column 2q + v % 2 + 8 (v / 4)
     int const row = (ct / 32) * 16 + (ct % 32) / 4;
     int const col = 2 * (ct % 4);
     ElementA* out = s.out.data();
     CUTE_UNROLL
-    for (int v = 0; v < TileM / 2; ++v) {
-      int const n = row + 8 * ((v / 2) % 2);
-      int const m = col + v % 2 + 8 * (v / 4);
-      out[m * TileN + n] = ElementA(accum(v));
+    for (int blk = 0; blk < Mainloop::kBlocksN; ++blk) {
+      CUTE_UNROLL
+      for (int v = 0; v < TileM / 2; ++v) {
+        int const n = blk * 128 + row + 8 * ((v / 2) % 2);
+        int const m = col + v % 2 + 8 * (v / 4);
+        out[m * TileN + n] = ElementA(accum(v + blk * (TileM / 2)));
+      }
     }
     cute::tma_store_fence();
     cutlass::arch::NamedBarrier::sync(Mainloop::kConsumerThreads, kEpilogueBarrier);

@@ -14,10 +14,10 @@ namespace quantgemm {
 inline constexpr int kSm90SharedMemoryBytes = 232448;  // 227 KB per block
 
 /// As many stages as fit beside the epilogue tile, at most 32.
-template <class Weight, int TileM>
+template <class Weight, int TileN, int TileM>
 constexpr int sm90_mixed_input_stages() {
-  using Probe = Sm90MmaBulkTmaGmmaRsMixedInput<Weight, cutlass::bfloat16_t, TileM, 1>;
-  constexpr int kFixed = TileM * Probe::TileN * 2 + 2048;
+  using Probe = Sm90MmaBulkTmaGmmaRsMixedInput<Weight, cutlass::bfloat16_t, TileN, TileM, 1>;
+  constexpr int kFixed = TileM * TileN * 2 + 2048;
   constexpr int kStages = (kSm90SharedMemoryBytes - kFixed) / int(Probe::kStageBytes + 16);
   return kStages < 32 ? kStages : 32;
 }
@@ -25,10 +25,10 @@ constexpr int sm90_mixed_input_stages() {
 /// The shortest stream-K range worth its fixup, in k-iterations.
 inline constexpr int kMinStreamKIters = 4;
 
-template <class Weight, int TileM>
+template <class Weight, int TileN, int TileM>
 LaunchResult launch_sm90_mixed_input_mm(MixedInputMmArgs const& x) {
-  using Mainloop = Sm90MmaBulkTmaGmmaRsMixedInput<Weight, cutlass::bfloat16_t, TileM,
-                                                   sm90_mixed_input_stages<Weight, TileM>()>;
+  using Mainloop = Sm90MmaBulkTmaGmmaRsMixedInput<Weight, cutlass::bfloat16_t, TileN, TileM,
+                                                   sm90_mixed_input_stages<Weight, TileN, TileM>()>;
   using Kernel = Sm90GemmMixedInputStreamK<Mainloop>;
   static_assert(Kernel::kSharedBytes <= kSm90SharedMemoryBytes, "shared storage too large");
 
@@ -47,7 +47,7 @@ LaunchResult launch_sm90_mixed_input_mm(MixedInputMmArgs const& x) {
     return result;
   }
   StreamKDecomposition const work = StreamKDecomposition::make(
-      x.N / Mainloop::TileN, (x.M + TileM - 1) / TileM, x.K / Mainloop::TileK, sms, kMinStreamKIters);
+      (x.N + TileN - 1) / TileN, (x.M + TileM - 1) / TileM, x.K / Mainloop::TileK, sms, kMinStreamKIters);
   if (work.grid == 0) {
     result.status = Status::kInvalidArgument;
     return result;
@@ -63,8 +63,8 @@ LaunchResult launch_sm90_mixed_input_mm(MixedInputMmArgs const& x) {
   cudaError_t err = make_tma_2d(&p.tma_act, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, x.a, x.M, x.K, x.lda, TileM,
                                 Mainloop::TileK, CU_TENSOR_MAP_SWIZZLE_128B);
   if (err == cudaSuccess) {
-    err = make_tma_2d(&p.tma_out, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, x.out, x.M, x.N, x.ldo, TileM,
-                      Mainloop::TileN, CU_TENSOR_MAP_SWIZZLE_NONE);
+    err = make_tma_2d(&p.tma_out, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, x.out, x.M, x.N, x.ldo, TileM, TileN,
+                      CU_TENSOR_MAP_SWIZZLE_NONE);
   }
   if (err != cudaSuccess) {
     result.status = Status::kCudaError;
