@@ -136,12 +136,22 @@ def format_row(r: Row) -> str:
             f"{r.speedup:>7.2f} {r.floor_us:>8.1f} {r.over_floor:>7.2f}  {r.schedule}")
 
 
+def markdown_table(rows: list[Row]) -> str:
+    lines = ["| model | layer | N | K | M | quantgemm us | torch bf16 us | speedup | floor us | x floor | schedule |",
+             "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
+    for r in rows:
+        lines.append(f"| {r.model} | {r.layer} | {r.n} | {r.k} | {r.m} | {r.quantgemm_us:.1f} | {r.torch_us:.1f} | "
+                     f"{r.speedup:.2f} | {r.floor_us:.1f} | {r.over_floor:.2f} | {r.schedule} |")
+    return "\n".join(lines) + "\n"
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--models", default=",".join(MODELS), help=f"comma-separated, of {list(MODELS)}")
     parser.add_argument("--m", default=",".join(map(str, DEFAULT_M)), help="comma-separated M values")
     parser.add_argument("--group-size", type=int, default=128)
     parser.add_argument("--csv", default=None, help="write the rows to this CSV file")
+    parser.add_argument("--markdown", default=None, help="write the rows as a Markdown table to this file")
     parser.add_argument("--no-check", action="store_true", help="skip the correctness check of each point")
     parser.add_argument("--schedules", default=None,
                         help="comma-separated schedules to time instead of the heuristic's pick")
@@ -181,6 +191,9 @@ def main(argv: list[str] | None = None) -> int:
         for layer, n, k in MODELS[model]:
             rows += bench_shape(model, layer, n, k, ms, args.group_size, bandwidth, l2, check=not args.no_check,
                                 schedules=args.schedules.split(",") if args.schedules else (None,))
+    if args.markdown:
+        with open(args.markdown, "w") as f:
+            f.write(markdown_table(rows))
     if args.csv:
         with open(args.csv, "w", newline="") as f:
             writer = csv.writer(f)

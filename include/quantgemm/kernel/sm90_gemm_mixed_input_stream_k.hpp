@@ -4,7 +4,7 @@
              out[m, n] = sum_k a[m, k] * ((q[n, k] - zero) * s[k / group, n])     (fp32 accumulate)
 
     Warpgroup 0 is the producer (one thread issues every copy); warpgroups 1 and 2 run the mainloop
-    and the epilogue. The accumulator tile (128 weight rows x TileM activation rows) is written,
+    and the epilogue. The accumulator tile (TileN weight rows x TileM activation rows) is written,
     transposed, into shared memory as bf16 and stored with one TMA store; tiles split by stream-K
     are first reduced through the fp32 workspace (stream_k.hpp).
 */
@@ -29,8 +29,9 @@ struct Sm90GemmMixedInputStreamK {
   static constexpr int TileN = Mainloop::TileN;
   static constexpr int TileM = Mainloop::TileM;
   static constexpr int kThreads = 128 + Mainloop::kConsumerThreads;
-  // NOTE: only wide tiles need more than the 168 registers a thread starts with; narrow ones keep
-  // them, so that the producer's loop does not spill.
+  // NOTE: tiles with 16 or more accumulator columns per block row need more than the 168 registers
+  // a thread starts with and take them from the producer warpgroup; the narrowest keep them all,
+  // so that nothing spills.
   static constexpr bool kReconfigureRegisters = TileM * Mainloop::kBlocksN >= 16;
   static constexpr int kProducerRegisters = 56;
   static constexpr int kConsumerRegisters = 224;
