@@ -153,11 +153,7 @@ struct Sm90MmaBulkTmaGmmaRsMixedInput {
   // sets (summed at the end, in a fixed order): a chain of short wgmmas on one accumulator would
   // run at the wgmma's latency rather than its throughput.
   static constexpr int kABuffers = 2;
-  static constexpr int accumulator_sets() {
-    constexpr int columns = TileM * kBlocksN;  // accumulator registers per thread and set, x2
-    return columns <= 16 ? 8 : columns <= 32 ? 4 : columns <= 64 ? 2 : 1;
-  }
-  static constexpr int kAccumulators = accumulator_sets();
+  static constexpr int kAccumulators = (TileM * kBlocksN) <= 16 ? 8 : ((TileM * kBlocksN) <= 32 ? 4 : ((TileM * kBlocksN) <= 64 ? 2 : 1));
 
   /// Consumers (two warpgroups, thread ct in 0..255): accum = the sum over the next k_iters stages.
   CUTE_DEVICE static void mma(SharedStorage& s, Pipeline& pipe, int k_iters, Accumulator& accum, int ct) {
@@ -203,7 +199,7 @@ struct Sm90MmaBulkTmaGmmaRsMixedInput {
       // the wgmmas that read buffer P, kABuffers stages ago, have retired; so has the stage before
       warpgroup_wait<kABuffers - 1>();
       if (pending == kABuffers) {
-        release(s, stage_before(i, pending), ct);
+        release(s, i >= pending ? i - pending : i + Stages - pending, ct);
         --pending;
       }
       CUTE_UNROLL
@@ -249,7 +245,7 @@ struct Sm90MmaBulkTmaGmmaRsMixedInput {
     }
     warpgroup_wait<0>();
     for (; pending > 0; --pending) {
-      release(s, stage_before(pipe.index, pending), ct);
+      release(s, pipe.index >= pending ? pipe.index - pending : pipe.index + Stages - pending, ct);
     }
     CUTE_UNROLL
     for (int v = 0; v < size(accum); ++v) {
@@ -261,9 +257,6 @@ struct Sm90MmaBulkTmaGmmaRsMixedInput {
       accum(v) = sum;
     }
   }
-
-  /// The stage n places before stage i in the ring.
-  CUTE_DEVICE static int stage_before(int i, int n) { return i >= n ? i - n : i + Stages - n; }
 
   CUTE_DEVICE static void release(SharedStorage& s, int stage, int ct) {
     if (ct % 32 == 0) {
