@@ -19,15 +19,13 @@ MIXED_INPUT_TILE_M = (8, 16, 32, 64, 128, 256)
 class Schedule:
     """One compiled kernel configuration of the transposed problem out^T = W a^T."""
 
-    tile_n: int  #: weight rows per CTA tile (the wgmma M; 64 per consumer warpgroup and repeat)
+    tile_n: int  #: weight rows per CTA tile (the wgmma M, two consumer warpgroups of 64)
     tile_m: int  #: activation rows per CTA tile (the wgmma N)
     cluster: tuple[int, int, int] = (1, 1, 1)
-    warpgroups: int = 2  #: consumer warpgroups (4: one 64-row slice each of a 256-row tile)
 
     def name(self, family: str) -> str:
         c = "x".join(str(v) for v in self.cluster)
-        w = "" if self.warpgroups == 2 else f"_w{self.warpgroups}"
-        return f"{family}_{self.tile_n}x{self.tile_m}{w}_c{c}"
+        return f"{family}_{self.tile_n}x{self.tile_m}_c{c}"
 
     def problems(self) -> list[str]:
         """Why this schedule cannot be compiled, if it cannot."""
@@ -38,9 +36,6 @@ class Schedule:
             out.append(f"tile_m must be one of {MIXED_INPUT_TILE_M}, got {self.tile_m}")
         if self.cluster != (1, 1, 1):
             out.append(f"cluster must be (1, 1, 1), got {self.cluster}")
-        if self.warpgroups not in (2, 4) or (self.warpgroups == 4 and (self.tile_n, self.tile_m) != (256, 8)):
-            out.append(f"warpgroups must be 2, or 4 on a 256 x 8 tile (registers), got {self.warpgroups} "
-                       f"on {self.tile_n} x {self.tile_m}")
         return out
 
 
@@ -99,8 +94,8 @@ class Family:
         return out
 
 
-def _tile(n: int, m: int, warpgroups: int = 2) -> Schedule:
-    return Schedule(tile_n=n, tile_m=m, warpgroups=warpgroups)
+def _tile(n: int, m: int) -> Schedule:
+    return Schedule(tile_n=n, tile_m=m)
 
 
 #: u4b8 weights (GPTQ symmetric 4-bit) x bf16 activations, group scales in the K loop.
@@ -111,7 +106,7 @@ U4B8_BF16 = Family(
     weight="u4b8",
     rules=(
         Rule(_tile(128, 8), m_max=8, n_max=4096),
-        Rule(_tile(256, 8, warpgroups=4), m_max=8),
+        Rule(_tile(256, 8), m_max=8),
         Rule(_tile(128, 16), m_max=16, n_max=6144),
         Rule(_tile(256, 16), m_max=16),
         Rule(_tile(128, 32), m_max=32, n_max=6144),
@@ -122,7 +117,6 @@ U4B8_BF16 = Family(
         Rule(_tile(128, 128), m_max=128),
         Rule(_tile(128, 256)),
     ),
-    candidates=(_tile(256, 8),),
 )
 
 FAMILIES: tuple[Family, ...] = (U4B8_BF16,)

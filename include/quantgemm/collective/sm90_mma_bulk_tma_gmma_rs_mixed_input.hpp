@@ -5,9 +5,8 @@
 
              acc[n, m] = sum_k bf16((q[n, k] - zero) * s[k / group, n]) * a[m, k]      (fp32)
 
-    A CTA tile is TileN weight rows (one or two prepacked 128-row blocks) x TileM activation rows,
-    consumed by two or four warpgroups of 64 rows each: with two warpgroups on a two-block tile each
-    thread converts its slice of both blocks; with four, each thread takes one block. One stage holds, for 64 of k, the tile's prepacked
+    A CTA tile is TileN weight rows (one or two prepacked 128-row blocks; two consumer warpgroups of
+    64 rows per block) x TileM activation rows. One stage holds, for 64 of k, the tile's prepacked
     blocks, their group-scale row and a TileM x 64 activation tile (128B-swizzled, K-major: the
     wgmma B operand, shared by every block of the stage).
 */
@@ -40,7 +39,7 @@ struct PipelineState {
   }
 };
 
-template <class Weight, class ElementA, int TileN_, int TileM_, int Stages_, int ConsumerWarpgroups_ = 2>
+template <class Weight, class ElementA, int TileN_, int TileM_, int Stages_>
 struct Sm90MmaBulkTmaGmmaRsMixedInput {
   static_assert(cute::is_same_v<ElementA, cutlass::bfloat16_t>, "quantgemm: activations must be bf16 here");
 
@@ -51,19 +50,14 @@ struct Sm90MmaBulkTmaGmmaRsMixedInput {
   static constexpr int Stages = Stages_;
   static constexpr int kBlocksN = TileN / BLayout::kBlockN;  // prepacked blocks per stage
   static_assert(kBlocksN * BLayout::kBlockN == TileN && (kBlocksN == 1 || kBlocksN == 2));
-  static constexpr int kConsumerWarpgroups = ConsumerWarpgroups_;
-  static constexpr int kConsumerThreads = 128 * kConsumerWarpgroups;
+  static constexpr int kConsumerThreads = BLayout::kThreads;
   static constexpr int kConsumerWarps = kConsumerThreads / 32;
-  static constexpr int kBlockStride = kConsumerThreads / BLayout::kThreads;  // blocks between a thread's blocks
-  static constexpr int kThreadBlocks = kBlocksN / kBlockStride;               // blocks each thread converts
-  static_assert(kBlockStride >= 1 && kThreadBlocks >= 1 && kThreadBlocks * kBlockStride == kBlocksN,
-                "consumer warpgroups must cover whole prepacked blocks");
   using Pipeline = PipelineState<Stages>;
 
   using TiledMma = decltype(cute::make_tiled_mma(
       cute::SM90::GMMA::rs_op_selector<ElementA, ElementA, float,
                                        cute::Shape<cute::_64, cute::Int<TileM>, cute::Int<TileK>>>(),
-      cute::Layout<cute::Shape<cute::Int<kConsumerWarpgroups>, cute::_1, cute::_1>>{}));
+      cute::Layout<cute::Shape<cute::_2, cute::_1, cute::_1>>{}));
   static_assert(cute::is_same_v<typename TiledMma::Atom::Traits::ALayout, typename BLayout::AtomALayout>,
                 "the prepacked layout must follow this MMA's register-sourced operand");
   static_assert(cute::size(TiledMma{}) == kConsumerThreads);
@@ -94,7 +88,7 @@ struct Sm90MmaBulkTmaGmmaRsMixedInput {
   };
 
   using Accumulator = decltype(cute::partition_fragment_C(
-      TiledMma{}, cute::Shape<cute::Int<TileN>, cute::Int<TileM>>{}));  // (MMA, kThreadBlocks, 1)
+      TiledMma{}, cute::Shape<cute::Int<TileN>, cute::Int<TileM>>{}));  // (MMA, kBlocksN, 1)
 
   CUTE_DEVICE static void init_barriers(SharedStorage& s) {
     for (int i = 0; i < Stages; ++i) {
@@ -159,11 +153,9 @@ struct Sm90MmaBulkTmaGmmaRsMixedInput {
   // sets (summed at the end, in a fixed order): a chain of short wgmmas on one accumulator would
   // run at the wgmma's latency rather than its throughput.
   static constexpr int kABuffers = 2;
-  // (four warpgroups leave each thread about half the registers: at most four sets)
-  static constexpr int kAccumulators = (TileM * kThreadBlocks) <= 16 ? (kConsumerWarpgroups == 4 ? 4 : 8)
-                                       : ((TileM * kThreadBlocks) <= 32 ? 4 : ((TileM * kThreadBlocks) <= 64 ? 2 : 1));
+  static constexpr int kAccumulators = (TileM * kBlocksN) <= 16 ? 8 : ((TileM * kBlocksN) <= 32 ? 4 : ((TileM * kBlocksN) <= 64 ? 2 : 1));
 
-  /// Consumers (thread ct in 0..kConsumerThreads-1): accum = the sum over the next k_iters stages.
+  /// Consumers (two warpgroups, thread ct in 0..255): accum = the sum over the next k_iters stages.
   CUTE_DEVICE static void mma(SharedStorage& s, Pipeline& pipe, int k_iters, Accumulator& accum, int ct) {
     using namespace cute;
     TiledMma tiled_mma;
@@ -172,19 +164,16 @@ struct Sm90MmaBulkTmaGmmaRsMixedInput {
     auto wg_slice = tiled_mma.get_slice((ct / 128) * 128);
     Tensor tCrB = wg_slice.make_fragment_B(wg_slice.partition_B(sAct));             // (MMA,1,4,PIPE)
     using FragmentA = decltype(make_tensor<ElementA>(partition_shape_A(tiled_mma, Shape<Int<TileN>, Int<TileK>>{})));
-    FragmentA tCrA[kABuffers];                                                        // (MMA,kThreadBlocks,4) each
-    static_assert(size<1>(FragmentA{}) == kThreadBlocks && size<2>(FragmentA{}) == BLayout::kKSteps);
+    FragmentA tCrA[kABuffers];                                                        // (MMA,kBlocksN,4) each
+    static_assert(size<1>(FragmentA{}) == kBlocksN && size<2>(FragmentA{}) == BLayout::kKSteps);
     Accumulator sets[kAccumulators];
     CUTE_UNROLL
     for (int a = 0; a < kAccumulators; ++a) {
       clear(sets[a]);
     }
 
-    // this thread's weight rows in the tile: the wgmma A fragment rows g and g + 8 of its warp, in
-    // blocks first_block + blk * kBlockStride; it holds bytes [16 t, 16 t + 16) of each
+    // this thread's weight rows in each block: the wgmma A fragment rows g and g + 8 of its warp
     int const row = (ct / 32) * 16 + (ct % 32) / 4;
-    int const first_block = kBlockStride == 1 ? 0 : ct / BLayout::kThreads;  // ct < kThreads when 1
-    int const t = kBlockStride == 1 ? ct : ct % BLayout::kThreads;
     uint16_t const* scales = reinterpret_cast<uint16_t const*>(s.scales.data());
     int pending = 0;  // stages before the current one still read by wgmmas in flight
 
@@ -192,14 +181,13 @@ struct Sm90MmaBulkTmaGmmaRsMixedInput {
       constexpr int P = decltype(buffer)::value;
       int const i = pipe.index;
       cutlass::arch::ClusterTransactionBarrier::wait(&s.full[i], pipe.phase);
-      uint4 packed[kThreadBlocks];
-      __nv_bfloat162 scale[kThreadBlocks][4];
+      uint4 packed[kBlocksN];
+      __nv_bfloat162 scale[kBlocksN][4];
       CUTE_UNROLL
-      for (int blk = 0; blk < kThreadBlocks; ++blk) {
-        int const block = first_block + blk * kBlockStride;
-        packed[blk] = *reinterpret_cast<uint4 const*>(s.b.data() + (i * kBlocksN + block) * BLayout::kBlockBytes + t * 16);
-        uint32_t const lo = scales[i * TileN + blk * (kConsumerThreads / 2) + row];
-        uint32_t const hi = scales[i * TileN + blk * (kConsumerThreads / 2) + row + 8];
+      for (int blk = 0; blk < kBlocksN; ++blk) {
+        packed[blk] = *reinterpret_cast<uint4 const*>(s.b.data() + (i * kBlocksN + blk) * BLayout::kBlockBytes + ct * 16);
+        uint32_t const lo = scales[i * TileN + blk * BLayout::kBlockN + row];
+        uint32_t const hi = scales[i * TileN + blk * BLayout::kBlockN + row + 8];
         uint32_t const lo2 = lo | (lo << 16);
         uint32_t const hi2 = hi | (hi << 16);
         // registers {a0a1, a2a3, a4a5, a6a7} hold rows {g, g+8, g, g+8}
@@ -215,7 +203,7 @@ struct Sm90MmaBulkTmaGmmaRsMixedInput {
         --pending;
       }
       CUTE_UNROLL
-      for (int blk = 0; blk < kThreadBlocks; ++blk) {
+      for (int blk = 0; blk < kBlocksN; ++blk) {
         uint32_t const words[4] = {packed[blk].x, packed[blk].y, packed[blk].z, packed[blk].w};
         CUTE_UNROLL
         for (int j = 0; j < BLayout::kKSteps; ++j) {

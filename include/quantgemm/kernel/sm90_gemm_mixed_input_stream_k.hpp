@@ -3,8 +3,8 @@
 
              out[m, n] = sum_k a[m, k] * ((q[n, k] - zero) * s[k / group, n])     (fp32 accumulate)
 
-    Warpgroup 0 is the producer (one thread issues every copy); the other two or four warpgroups run
-    the mainloop and the epilogue. The accumulator tile (TileN weight rows x TileM activation rows) is written,
+    Warpgroup 0 is the producer (one thread issues every copy); warpgroups 1 and 2 run the mainloop
+    and the epilogue. The accumulator tile (TileN weight rows x TileM activation rows) is written,
     transposed, into shared memory as bf16 and stored with one TMA store; tiles split by stream-K
     are first reduced through the fp32 workspace (stream_k.hpp).
 */
@@ -32,10 +32,9 @@ struct Sm90GemmMixedInputStreamK {
   // NOTE: tiles with 16 or more accumulator columns per block row need more than the 168 registers
   // a thread starts with and take them from the producer warpgroup; the narrowest keep them all,
   // so that nothing spills.
-  static constexpr bool kReconfigureRegisters = TileM * Mainloop::kThreadBlocks >= 16 || Mainloop::kConsumerWarpgroups == 4;
-  static constexpr int kProducerRegisters = Mainloop::kConsumerWarpgroups == 4 ? 48 : 56;
-  static constexpr int kConsumerRegisters = Mainloop::kConsumerWarpgroups == 4 ? 112 : 224;
-  static_assert(128 * kProducerRegisters + Mainloop::kConsumerThreads * kConsumerRegisters <= 65536);
+  static constexpr bool kReconfigureRegisters = TileM * Mainloop::kBlocksN >= 16;
+  static constexpr int kProducerRegisters = 56;
+  static constexpr int kConsumerRegisters = 224;
   static constexpr int kTileFloats = TileN * TileM;
   static constexpr uint32_t kEpilogueBarrier = 1;  // named barrier of the consumer threads
 
@@ -108,7 +107,7 @@ struct Sm90GemmMixedInputStreamK {
   CUTE_DEVICE static bool reduce_partials(Params const& p, SharedStorage& s, WorkSegment const& seg,
                                           typename Mainloop::Accumulator& accum, int ct) {
     StreamKDecomposition const& d = p.work;
-    constexpr int kChunks = TileM * Mainloop::kThreadBlocks / 8;  // float4 chunks per thread
+    constexpr int kChunks = TileM * Mainloop::kBlocksN / 8;  // float4 chunks per thread
     constexpr int kBatch = kChunks >= 8 ? 1 : 8 / kChunks;   // pieces loaded at once: <= 8 float4 in flight
     float4* const workspace = reinterpret_cast<float4*>(p.workspace);
     auto piece = [&](int c) {
@@ -175,16 +174,16 @@ struct Sm90GemmMixedInputStreamK {
       cute::tma_store_wait<0>();  // the previous tile's store has read s.out
     }
     cutlass::arch::NamedBarrier::sync(Mainloop::kConsumerThreads, kEpilogueBarrier);
-    // wgmma accumulator value v of repeat blk: row blk * kConsumerThreads / 2 + g + 8 (v / 2 % 2)
-    // of the warp's 16, column 2q + v % 2 + 8 (v / 4)
+    // wgmma accumulator value v of block blk: row 128 blk + g + 8 (v / 2 % 2) of the warp's 16,
+    // column 2q + v % 2 + 8 (v / 4)
     int const row = (ct / 32) * 16 + (ct % 32) / 4;
     int const col = 2 * (ct % 4);
     ElementA* out = s.out.data();
     CUTE_UNROLL
-    for (int blk = 0; blk < Mainloop::kThreadBlocks; ++blk) {
+    for (int blk = 0; blk < Mainloop::kBlocksN; ++blk) {
       CUTE_UNROLL
       for (int v = 0; v < TileM / 2; ++v) {
-        int const n = blk * (Mainloop::kConsumerThreads / 2) + row + 8 * ((v / 2) % 2);
+        int const n = blk * 128 + row + 8 * ((v / 2) % 2);
         int const m = col + v % 2 + 8 * (v / 4);
         out[m * TileN + n] = ElementA(accum(v + blk * (TileM / 2)));
       }

@@ -25,11 +25,10 @@ constexpr int sm90_mixed_input_stages() {
 /// The shortest stream-K range worth its fixup, in k-iterations.
 inline constexpr int kMinStreamKIters = 4;
 
-template <class Weight, int TileN, int TileM, int ConsumerWarpgroups = 2>
+template <class Weight, int TileN, int TileM>
 LaunchResult launch_sm90_mixed_input_mm(MixedInputMmArgs const& x) {
   using Mainloop = Sm90MmaBulkTmaGmmaRsMixedInput<Weight, cutlass::bfloat16_t, TileN, TileM,
-                                                   sm90_mixed_input_stages<Weight, TileN, TileM>(),
-                                                   ConsumerWarpgroups>;
+                                                   sm90_mixed_input_stages<Weight, TileN, TileM>()>;
   using Kernel = Sm90GemmMixedInputStreamK<Mainloop>;
   static_assert(Kernel::kSharedBytes <= kSm90SharedMemoryBytes, "shared storage too large");
 
