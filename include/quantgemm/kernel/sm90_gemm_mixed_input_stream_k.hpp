@@ -35,6 +35,13 @@ struct Sm90GemmMixedInputStreamK {
   static constexpr bool kReconfigureRegisters = TileM * Mainloop::kBlocksN >= 16;
   static constexpr int kProducerRegisters = 56;
   static constexpr int kConsumerRegisters = 224;
+  // NOTE: setmaxnreg moves registers within the CTA's own launch allocation (kThreads x the
+  // launch cap, in steps of 8), not the SM's 64K: a split that does not fit makes the consumers'
+  // allocation wait forever.
+  static constexpr int kLaunchRegisters = (65536 / kThreads) / 8 * 8;
+  static_assert(!kReconfigureRegisters ||
+                128 * kProducerRegisters + Mainloop::kConsumerThreads * kConsumerRegisters <= kThreads * kLaunchRegisters,
+                "register split exceeds the CTA's allocation");
   static constexpr int kTileFloats = TileN * TileM;
   static constexpr uint32_t kEpilogueBarrier = 1;  // named barrier of the consumer threads
 
