@@ -69,6 +69,8 @@ def test_prepack_validation():
         quantgemm.prepack_b(torch.zeros(128, 64, dtype=torch.int32))
     with pytest.raises(ValueError, match="w_q must be 2-D"):
         quantgemm.prepack_b(torch.zeros(128, dtype=torch.uint8))
+    with pytest.raises(ValueError, match="N > 0 and K > 0"):
+        quantgemm.prepack_b(torch.zeros(0, 64, dtype=torch.uint8))
     with pytest.raises(ValueError, match="N=100 is not supported"):
         quantgemm.prepack_b(torch.zeros(100, 64, dtype=torch.uint8))
     with pytest.raises(ValueError, match="K=96 is not supported"):

@@ -47,6 +47,8 @@ class PrepackedWeight:
 
 
 def _check_weight_shape(n: int, k: int) -> None:
+    if n <= 0 or k <= 0:
+        raise ValueError(f"the weight must have N > 0 and K > 0, got N={n}, K={k}")
     if n % BLOCK_N != 0:
         raise ValueError(f"N={n} is not supported: the weight's N must be a multiple of {BLOCK_N}")
     if k % BLOCK_K != 0:
