@@ -9,12 +9,11 @@ import torch
 from ._native import cuda_architectures
 
 
-def tensor(name: str, x, *, dtype=None, ndim: int | None = None) -> torch.Tensor:
+def tensor(name: str, x, *, dtype: torch.dtype | None = None, ndim: int | None = None) -> torch.Tensor:
     if not isinstance(x, torch.Tensor):
         raise TypeError(f"{name} must be a torch.Tensor, got {type(x).__name__}")
-    if dtype is not None and x.dtype not in (dtype if isinstance(dtype, tuple) else (dtype,)):
-        want = " or ".join(str(d) for d in (dtype if isinstance(dtype, tuple) else (dtype,)))
-        raise TypeError(f"{name} must have dtype {want}, got {x.dtype}")
+    if dtype is not None and x.dtype != dtype:
+        raise TypeError(f"{name} must have dtype {dtype}, got {x.dtype}")
     if ndim is not None and x.dim() != ndim:
         raise ValueError(f"{name} must be {ndim}-D, got shape {tuple(x.shape)}")
     return x
@@ -70,5 +69,5 @@ def hopper(name: str, device: torch.device) -> None:
                            f"{device} is sm_{major}{minor}")
     built = cuda_architectures()
     if "90a" not in built:
-        raise RuntimeError(f"{name}: this quantgemm build has no sm_90a code (built for {built}); "
+        raise RuntimeError(f"{name}: this quantgemm build has no sm_90a code (built for {list(built)}); "
                            f"reinstall with CMAKE_CUDA_ARCHITECTURES including 90a")

@@ -16,6 +16,7 @@ def native():
     return _C
 
 
-def cuda_architectures() -> list[str]:
+@functools.lru_cache(maxsize=None)
+def cuda_architectures() -> tuple[str, ...]:
     """The CUDA architectures the extension was compiled for (CMAKE_CUDA_ARCHITECTURES)."""
-    return native().cuda_architectures.split(";")
+    return tuple(native().cuda_architectures.split(";"))

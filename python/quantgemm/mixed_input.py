@@ -5,6 +5,7 @@
 
 from __future__ import annotations
 
+import functools
 import threading
 
 import torch
@@ -86,9 +87,14 @@ def unpack_b(b: PrepackedWeight) -> torch.Tensor:
     return codes
 
 
+@functools.lru_cache(maxsize=None)
+def _compiled_schedules() -> tuple[str, ...]:
+    return tuple(native().schedules(FAMILY))
+
+
 def supported_schedules() -> list[str]:
     """Every compiled schedule of the mixed-input family, each usable as mm(..., schedule=...)."""
-    return list(native().schedules(FAMILY))
+    return list(_compiled_schedules())
 
 
 def select_schedule(m: int, n: int, k: int) -> str:
@@ -150,7 +156,7 @@ def mm(a: torch.Tensor, b: PrepackedWeight, group_scales: torch.Tensor, group_si
     if out is not None:
         _checks.tensor("out", out, dtype=a.dtype, ndim=2)
         _checks.shape("out", out, (m, n))
-    if schedule is not None and schedule not in supported_schedules():
+    if schedule is not None and schedule not in _compiled_schedules():
         raise ValueError(f"schedule must be one of {supported_schedules()}, got {schedule!r}")
     _checks.cuda("a", a)
     device = a.device
