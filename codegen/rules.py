@@ -21,11 +21,12 @@ class Schedule:
 
     tile_n: int  #: weight rows per CTA tile (the wgmma M, two consumer warpgroups of 64)
     tile_m: int  #: activation rows per CTA tile (the wgmma N)
+    tile_k: int = 64  #: k per pipeline stage (one or two prepacked 64-deep blocks)
     cluster: tuple[int, int, int] = (1, 1, 1)
 
     def name(self, family: str) -> str:
         c = "x".join(str(v) for v in self.cluster)
-        return f"{family}_{self.tile_n}x{self.tile_m}_c{c}"
+        return f"{family}_{self.tile_n}x{self.tile_m}x{self.tile_k}_c{c}"
 
     def problems(self) -> list[str]:
         """Why this schedule cannot be compiled, if it cannot."""
@@ -34,6 +35,11 @@ class Schedule:
             out.append(f"tile_n must be 128 or 256 (one or two prepacked block rows), got {self.tile_n}")
         if self.tile_m not in MIXED_INPUT_TILE_M:
             out.append(f"tile_m must be one of {MIXED_INPUT_TILE_M}, got {self.tile_m}")
+        if self.tile_k not in (64, 128):
+            out.append(f"tile_k must be 64 or 128, got {self.tile_k}")
+        elif self.tile_k == 128 and self.tile_m * self.tile_n // 128 > 64:
+            out.append(f"tile_k 128 needs tile_m * tile_n / 128 <= 64 (two 128-deep A buffers beside the "
+                       f"accumulators must fit in the registers), got {self.tile_n} x {self.tile_m}")
         if self.cluster != (1, 1, 1):
             out.append(f"cluster must be (1, 1, 1), got {self.cluster}")
         return out
@@ -94,29 +100,32 @@ class Family:
         return out
 
 
-def _tile(n: int, m: int) -> Schedule:
-    return Schedule(tile_n=n, tile_m=m)
+def _tile(n: int, m: int, k: int = 64) -> Schedule:
+    return Schedule(tile_n=n, tile_m=m, tile_k=k)
 
 
 #: u4b8 weights (GPTQ symmetric 4-bit) x bf16 activations, group scales in the K loop.
-#: Measured on the H200 (docs/benchmarks.md): two-block (256-row) tiles amortize each stage's
-#: overhead and win on wide layers; narrow layers have too few tiles for them and take 128 rows.
+#: Measured on the H200 (docs/benchmarks.md): 128-deep stages pay each stage's overhead once for
+#: twice the weights wherever their A registers fit; two-block (256-row) tiles do the same across N
+#: and win on wide layers, while narrow layers have too few tiles for them and take 128 rows.
 U4B8_BF16 = Family(
     name="u4b8_bf16",
     weight="u4b8",
     rules=(
-        Rule(_tile(128, 8), m_max=8, n_max=4096),
-        Rule(_tile(256, 8), m_max=8),
-        Rule(_tile(128, 16), m_max=16, n_max=6144),
-        Rule(_tile(256, 16), m_max=16),
-        Rule(_tile(128, 32), m_max=32, n_max=6144),
-        Rule(_tile(256, 32), m_max=32),
-        Rule(_tile(128, 64), m_max=64, n_max=4096),
-        Rule(_tile(128, 64), m_max=64, n_max=8192, k_max=8192),
+        Rule(_tile(128, 8, 128), m_max=8, n_max=4096),
+        Rule(_tile(256, 8, 128), m_max=8),
+        Rule(_tile(128, 16, 128), m_max=16, n_max=6144, k_max=8192),
+        Rule(_tile(256, 16, 128), m_max=16),
+        Rule(_tile(128, 32, 128), m_max=32, n_max=6144),
+        Rule(_tile(256, 32, 128), m_max=32),
+        Rule(_tile(128, 64, 128), m_max=64, n_max=16384),
+        Rule(_tile(128, 64, 128), m_max=64, k_max=4096),
         Rule(_tile(256, 64), m_max=64),
         Rule(_tile(128, 128), m_max=128),
         Rule(_tile(128, 256)),
     ),
+    candidates=(_tile(128, 8), _tile(256, 8), _tile(128, 16), _tile(256, 16), _tile(128, 32), _tile(256, 32),
+                _tile(128, 64)),
 )
 
 FAMILIES: tuple[Family, ...] = (U4B8_BF16,)

@@ -45,7 +45,7 @@ def test_candidates_build_only_on_request():
     for c in U4B8_BF16.candidates:
         assert c not in U4B8_BF16.schedules()
         assert f"mm_{c.name(U4B8_BF16.name)}.cu" not in files
-    asked = [c.name(U4B8_BF16.name) for c in U4B8_BF16.candidates] + ["u4b8_bf16_128x256_c1x1x1"]
+    asked = [c.name(U4B8_BF16.name) for c in U4B8_BF16.candidates] + ["u4b8_bf16_128x256x64_c1x1x1"]
     files = generate.render(asked)
     assert sorted(f for f in files if f.startswith("mm_")) == sorted(f"mm_{a}.cu" for a in asked)
 
@@ -76,7 +76,7 @@ def test_unchanged_files_are_not_rewritten(tmp_path):
 
 
 def test_subset_build_keeps_a_catch_all():
-    keep = ["u4b8_bf16_256x16_c1x1x1", "u4b8_bf16_256x64_c1x1x1"]
+    keep = ["u4b8_bf16_256x16x128_c1x1x1", "u4b8_bf16_256x64x64_c1x1x1"]
     files = generate.render(keep)
     assert sorted(f for f in files if f.startswith("mm_")) == sorted(f"mm_{k}.cu" for k in keep)
     chain = generate._chain(U4B8_BF16, set(keep))
@@ -87,7 +87,7 @@ def test_subset_build_keeps_a_catch_all():
 
 def test_unknown_schedule_is_refused():
     with pytest.raises(SystemExit, match="unknown schedules"):
-        generate.render(["u4b8_bf16_128x7_c1x1x1"])
+        generate.render(["u4b8_bf16_128x7x64_c1x1x1"])
 
 
 def test_malformed_rules_are_reported():

@@ -132,6 +132,15 @@ def test_mm_matches_reference(m, n, k, schedule):
 
 
 @requires_hopper
+@pytest.mark.parametrize("schedule", quantgemm.supported_schedules())
+@pytest.mark.parametrize("g", [64, -1])
+def test_mm_odd_number_of_k_blocks(schedule, g):
+    # K = 5 x 64: a 128-deep stage ends half past K
+    for m in (1, 19):
+        check_mm(m, 384, 320, g, schedule)
+
+
+@requires_hopper
 @pytest.mark.parametrize("m", M_VALUES)
 def test_mm_heuristic_matches_reference(m):
     check_mm(m, 28672, 8192, 128)

@@ -6,9 +6,9 @@
              acc[n, m] = sum_k bf16((q[n, k] - zero) * s[k / group, n]) * a[m, k]      (fp32)
 
     A CTA tile is TileN weight rows (one or two prepacked 128-row blocks; two consumer warpgroups of
-    64 rows per block) x TileM activation rows. One stage holds, for 64 of k, the tile's prepacked
-    blocks, their group-scale row and a TileM x 64 activation tile (128B-swizzled, K-major: the
-    wgmma B operand, shared by every block of the stage).
+    64 rows per block) x TileM activation rows. One stage holds, for TileK (64 or 128) of k, the
+    tile's prepacked blocks with the group-scale row of each 64 of k, and a TileM x TileK activation
+    tile (128B-swizzled, K-major: the wgmma B operand, shared by every block of the stage).
 */
 #pragma once
 
@@ -39,14 +39,17 @@ struct PipelineState {
   }
 };
 
-template <class Weight, class ElementA, int TileN_, int TileM_, int Stages_>
+template <class Weight, class ElementA, int TileN_, int TileM_, int TileK_, int Stages_>
 struct Sm90MmaBulkTmaGmmaRsMixedInput {
   static_assert(cute::is_same_v<ElementA, cutlass::bfloat16_t>, "quantgemm: activations must be bf16 here");
 
   using BLayout = PrepackedBLayout<Weight>;
   static constexpr int TileN = TileN_;            // weight rows: the wgmma M
-  static constexpr int TileK = BLayout::kBlockK;
   static constexpr int TileM = TileM_;            // activation rows: the wgmma N
+  static constexpr int TileK = TileK_;            // k per stage
+  static constexpr int kKBlocks = TileK / BLayout::kBlockK;  // prepacked k-blocks per stage
+  static_assert(kKBlocks * BLayout::kBlockK == TileK && (kKBlocks == 1 || kKBlocks == 2));
+  static constexpr int kKSteps = TileK / 16;
   static constexpr int Stages = Stages_;
   static constexpr int kBlocksN = TileN / BLayout::kBlockN;  // prepacked blocks per stage
   static_assert(kBlocksN * BLayout::kBlockN == TileN && (kBlocksN == 1 || kBlocksN == 2));
@@ -67,14 +70,19 @@ struct Sm90MmaBulkTmaGmmaRsMixedInput {
       cute::SM90::GMMA::Layout_K_SW128_Atom<ElementA>{},
       cute::make_shape(cute::Int<TileM>{}, cute::Int<TileK>{}, cute::Int<Stages>{})));
 
-  static constexpr uint32_t kActBytes = TileM * TileK * sizeof(ElementA);
+  // the TMA box of each k-block, (64, TileM), lands where the (unswizzled) layout puts it
+  static_assert(cute::cosize_v<SmemLayoutAct> == TileM * TileK * Stages);
+  static_assert(Stages == 1 || SmemLayoutAct{}.layout_b()(0, 0, 1) == TileM * TileK);
+  static_assert(kKBlocks == 1 || SmemLayoutAct{}.layout_b()(0, BLayout::kBlockK, 0) == TileM * BLayout::kBlockK);
+  static constexpr uint32_t kKBlockActBytes = TileM * BLayout::kBlockK * sizeof(ElementA);
+  static constexpr uint32_t kActBytes = kKBlocks * kKBlockActBytes;
   static constexpr uint32_t kBlockScaleBytes = BLayout::kBlockN * sizeof(ElementA);
-  static constexpr uint32_t kStageBytes = kBlocksN * (BLayout::kBlockBytes + kBlockScaleBytes) + kActBytes;
+  static constexpr uint32_t kStageBytes = kKBlocks * kBlocksN * (BLayout::kBlockBytes + kBlockScaleBytes) + kActBytes;
 
   struct SharedStorage {
     cute::array_aligned<ElementA, cute::cosize_v<SmemLayoutAct>, 1024> act;
-    cute::array_aligned<uint8_t, Stages * kBlocksN * BLayout::kBlockBytes, 128> b;
-    cute::array_aligned<ElementA, Stages * TileN, 128> scales;
+    cute::array_aligned<uint8_t, Stages * kKBlocks * kBlocksN * BLayout::kBlockBytes, 128> b;  // [stage][kb][blk]
+    cute::array_aligned<ElementA, Stages * kKBlocks * TileN, 128> scales;                       // [stage][kb][n]
     uint64_t full[Stages];
     uint64_t empty[Stages];
   };
@@ -84,7 +92,7 @@ struct Sm90MmaBulkTmaGmmaRsMixedInput {
     ElementA const* scales;    ///< [K / group, N]
     int N;
     int K;
-    int group_k_blocks;        ///< group size / TileK
+    int group_k_blocks;        ///< group size / 64
   };
 
   using Accumulator = decltype(cute::partition_fragment_C(
@@ -108,43 +116,53 @@ struct Sm90MmaBulkTmaGmmaRsMixedInput {
     int blocks;              ///< prepacked blocks of this tile inside N (the last tile may have fewer)
   };
 
+  /// The cursor at k-block kb (in units of 64 of k) of tile n_tile.
   CUTE_DEVICE static LoadCursor cursor(Params const& p, int n_tile, int kb) {
     int const nb = n_tile * kBlocksN;
     int const blocks_left = p.N / BLayout::kBlockN - nb;
     return LoadCursor{p.b + BLayout::block_offset_bytes(nb, kb, p.K),
                       p.scales + int64_t(kb / p.group_k_blocks) * p.N + n_tile * TileN,
-                      int64_t(p.K / TileK) * BLayout::kBlockBytes,
-                      kb * TileK,
+                      int64_t(p.K / BLayout::kBlockK) * BLayout::kBlockBytes,
+                      kb * BLayout::kBlockK,
                       p.group_k_blocks - kb % p.group_k_blocks,
                       blocks_left < kBlocksN ? blocks_left : kBlocksN};
   }
 
-  /// Producer (one thread): fills the next stage with the cursor's k-block of activation rows
-  /// [m0, m0 + TileM), and steps the cursor to the next k-block. Blocks past N are not loaded:
-  /// the rows they would feed are never stored.
+  /// Producer (one thread): fills the next stage with the cursor's next kKBlocks k-blocks, with
+  /// activation rows [m0, m0 + TileM), stepping the cursor. Blocks past N are not loaded: the rows
+  /// they would feed are never stored. A k-block past K (K an odd number of 64s) repeats the last
+  /// weight block and scale row against activation columns that the TMA fills with zeros, so it
+  /// adds finite values times zero.
   CUTE_DEVICE static void load(Params const& p, CUtensorMap const* tma_act, SharedStorage& s, Pipeline& pipe,
                                LoadCursor& c, int m0) {
     int const i = pipe.index;
     cutlass::arch::ClusterBarrier::wait(&s.empty[i], pipe.phase ^ 1u);
-    uint32_t const bytes = kActBytes + c.blocks * (BLayout::kBlockBytes + kBlockScaleBytes);
+    uint32_t const bytes = kActBytes + kKBlocks * c.blocks * (BLayout::kBlockBytes + kBlockScaleBytes);
     cutlass::arch::ClusterTransactionBarrier::arrive_and_expect_tx(&s.full[i], bytes);
     CUTE_UNROLL
-    for (int blk = 0; blk < kBlocksN; ++blk) {
-      if (blk < c.blocks) {
-        cute::SM90_BULK_COPY_G2S::copy(c.b + blk * c.b_next_n, &s.full[i],
-                                       s.b.data() + (i * kBlocksN + blk) * BLayout::kBlockBytes, BLayout::kBlockBytes);
+    for (int kb = 0; kb < kKBlocks; ++kb) {
+      int const slot = i * kKBlocks + kb;
+      CUTE_UNROLL
+      for (int blk = 0; blk < kBlocksN; ++blk) {
+        if (blk < c.blocks) {
+          cute::SM90_BULK_COPY_G2S::copy(c.b + blk * c.b_next_n, &s.full[i],
+                                         s.b.data() + (slot * kBlocksN + blk) * BLayout::kBlockBytes,
+                                         BLayout::kBlockBytes);
+        }
+      }
+      cute::SM90_BULK_COPY_G2S::copy(c.scales, &s.full[i], s.scales.data() + slot * TileN, c.blocks * kBlockScaleBytes);
+      cute::SM90_TMA_LOAD_2D::copy(tma_act, &s.full[i], static_cast<uint64_t>(cute::TMA::CacheHintSm90::EVICT_NORMAL),
+                                   s.act.data() + slot * (TileM * BLayout::kBlockK), c.k, m0);
+      c.k += BLayout::kBlockK;
+      if (kKBlocks == 1 || c.k < p.K) {
+        c.b += BLayout::kBlockBytes;
+        if (--c.group_left == 0) {
+          c.group_left = p.group_k_blocks;
+          c.scales += p.N;
+        }
       }
     }
-    cute::SM90_BULK_COPY_G2S::copy(c.scales, &s.full[i], s.scales.data() + i * TileN, c.blocks * kBlockScaleBytes);
-    cute::SM90_TMA_LOAD_2D::copy(tma_act, &s.full[i], static_cast<uint64_t>(cute::TMA::CacheHintSm90::EVICT_NORMAL),
-                                 s.act.data() + i * (TileM * TileK), c.k, m0);
     pipe.advance();
-    c.b += BLayout::kBlockBytes;
-    c.k += TileK;
-    if (--c.group_left == 0) {
-      c.group_left = p.group_k_blocks;
-      c.scales += p.N;
-    }
   }
 
   // NOTE: each stage is converted whole into one of two A-register buffers and its k16 wgmmas are
@@ -153,7 +171,11 @@ struct Sm90MmaBulkTmaGmmaRsMixedInput {
   // sets (summed at the end, in a fixed order): a chain of short wgmmas on one accumulator would
   // run at the wgmma's latency rather than its throughput.
   static constexpr int kABuffers = 2;
-  static constexpr int kAccumulators = (TileM * kBlocksN) <= 16 ? 8 : ((TileM * kBlocksN) <= 32 ? 4 : ((TileM * kBlocksN) <= 64 ? 2 : 1));
+  static constexpr int kAccumulatorsPerKBlock =
+      (TileM * kBlocksN) <= 16 ? 8 : ((TileM * kBlocksN) <= 32 ? 4 : ((TileM * kBlocksN) <= 64 ? 2 : 1));
+  // (128-deep stages hold twice the A registers: a quarter of the sets)
+  static constexpr int kAccumulators =
+      kKBlocks == 1 ? kAccumulatorsPerKBlock : (kAccumulatorsPerKBlock >= 4 ? kAccumulatorsPerKBlock / 4 : 1);
 
   /// Consumers (two warpgroups, thread ct in 0..255): accum = the sum over the next k_iters stages.
   CUTE_DEVICE static void mma(SharedStorage& s, Pipeline& pipe, int k_iters, Accumulator& accum, int ct) {
@@ -162,10 +184,10 @@ struct Sm90MmaBulkTmaGmmaRsMixedInput {
     tiled_mma.accumulate_ = GMMA::ScaleOut::One;
     Tensor sAct = make_tensor(make_smem_ptr(s.act.data()), SmemLayoutAct{});       // (TileM,TileK,PIPE)
     auto wg_slice = tiled_mma.get_slice((ct / 128) * 128);
-    Tensor tCrB = wg_slice.make_fragment_B(wg_slice.partition_B(sAct));             // (MMA,1,4,PIPE)
+    Tensor tCrB = wg_slice.make_fragment_B(wg_slice.partition_B(sAct));             // (MMA,1,kKSteps,PIPE)
     using FragmentA = decltype(make_tensor<ElementA>(partition_shape_A(tiled_mma, Shape<Int<TileN>, Int<TileK>>{})));
-    FragmentA tCrA[kABuffers];                                                        // (MMA,kBlocksN,4) each
-    static_assert(size<1>(FragmentA{}) == kBlocksN && size<2>(FragmentA{}) == BLayout::kKSteps);
+    FragmentA tCrA[kABuffers];                                                        // (MMA,kBlocksN,kKSteps) each
+    static_assert(size<1>(FragmentA{}) == kBlocksN && size<2>(FragmentA{}) == kKSteps);
     Accumulator sets[kAccumulators];
     CUTE_UNROLL
     for (int a = 0; a < kAccumulators; ++a) {
@@ -181,20 +203,25 @@ struct Sm90MmaBulkTmaGmmaRsMixedInput {
       constexpr int P = decltype(buffer)::value;
       int const i = pipe.index;
       cutlass::arch::ClusterTransactionBarrier::wait(&s.full[i], pipe.phase);
-      uint4 packed[kBlocksN];
-      __nv_bfloat162 scale[kBlocksN][4];
+      uint4 packed[kKBlocks][kBlocksN];
+      __nv_bfloat162 scale[kKBlocks][kBlocksN][4];
       CUTE_UNROLL
-      for (int blk = 0; blk < kBlocksN; ++blk) {
-        packed[blk] = *reinterpret_cast<uint4 const*>(s.b.data() + (i * kBlocksN + blk) * BLayout::kBlockBytes + ct * 16);
-        uint32_t const lo = scales[i * TileN + blk * BLayout::kBlockN + row];
-        uint32_t const hi = scales[i * TileN + blk * BLayout::kBlockN + row + 8];
-        uint32_t const lo2 = lo | (lo << 16);
-        uint32_t const hi2 = hi | (hi << 16);
-        // registers {a0a1, a2a3, a4a5, a6a7} hold rows {g, g+8, g, g+8}
-        scale[blk][0] = reinterpret_cast<__nv_bfloat162 const&>(lo2);
-        scale[blk][1] = reinterpret_cast<__nv_bfloat162 const&>(hi2);
-        scale[blk][2] = reinterpret_cast<__nv_bfloat162 const&>(lo2);
-        scale[blk][3] = reinterpret_cast<__nv_bfloat162 const&>(hi2);
+      for (int kb = 0; kb < kKBlocks; ++kb) {
+        int const slot = i * kKBlocks + kb;
+        CUTE_UNROLL
+        for (int blk = 0; blk < kBlocksN; ++blk) {
+          packed[kb][blk] = *reinterpret_cast<uint4 const*>(
+              s.b.data() + (slot * kBlocksN + blk) * BLayout::kBlockBytes + ct * 16);
+          uint32_t const lo = scales[slot * TileN + blk * BLayout::kBlockN + row];
+          uint32_t const hi = scales[slot * TileN + blk * BLayout::kBlockN + row + 8];
+          uint32_t const lo2 = lo | (lo << 16);
+          uint32_t const hi2 = hi | (hi << 16);
+          // registers {a0a1, a2a3, a4a5, a6a7} hold rows {g, g+8, g, g+8}
+          scale[kb][blk][0] = reinterpret_cast<__nv_bfloat162 const&>(lo2);
+          scale[kb][blk][1] = reinterpret_cast<__nv_bfloat162 const&>(hi2);
+          scale[kb][blk][2] = reinterpret_cast<__nv_bfloat162 const&>(lo2);
+          scale[kb][blk][3] = reinterpret_cast<__nv_bfloat162 const&>(hi2);
+        }
       }
       // the wgmmas that read buffer P, kABuffers stages ago, have retired; so has the stage before
       warpgroup_wait<kABuffers - 1>();
@@ -203,16 +230,20 @@ struct Sm90MmaBulkTmaGmmaRsMixedInput {
         --pending;
       }
       CUTE_UNROLL
-      for (int blk = 0; blk < kBlocksN; ++blk) {
-        uint32_t const words[4] = {packed[blk].x, packed[blk].y, packed[blk].z, packed[blk].w};
+      for (int kb = 0; kb < kKBlocks; ++kb) {
         CUTE_UNROLL
-        for (int j = 0; j < BLayout::kKSteps; ++j) {
-          Tensor a = recast<uint32_t>(tCrA[P](_, blk, j));
-          uint32_t converted[4];
-          ConvertToBf16x2<Weight>::convert(words[j], scale[blk], converted);
+        for (int blk = 0; blk < kBlocksN; ++blk) {
+          uint4 const w = packed[kb][blk];
+          uint32_t const words[4] = {w.x, w.y, w.z, w.w};
           CUTE_UNROLL
-          for (int r = 0; r < 4; ++r) {
-            a(r) = converted[r];
+          for (int j = 0; j < BLayout::kKSteps; ++j) {
+            Tensor a = recast<uint32_t>(tCrA[P](_, blk, kb * BLayout::kKSteps + j));
+            uint32_t converted[4];
+            ConvertToBf16x2<Weight>::convert(words[j], scale[kb][blk], converted);
+            CUTE_UNROLL
+            for (int r = 0; r < 4; ++r) {
+              a(r) = converted[r];
+            }
           }
         }
       }
@@ -222,8 +253,8 @@ struct Sm90MmaBulkTmaGmmaRsMixedInput {
       }
       warpgroup_arrive();
       CUTE_UNROLL
-      for (int j = 0; j < BLayout::kKSteps; ++j) {
-        gemm(tiled_mma, tCrA[P](_, _, j), tCrB(_, _, j, i), sets[(P * BLayout::kKSteps + j) % kAccumulators]);
+      for (int j = 0; j < kKSteps; ++j) {
+        gemm(tiled_mma, tCrA[P](_, _, j), tCrB(_, _, j, i), sets[(P * kKSteps + j) % kAccumulators]);
       }
       warpgroup_commit_batch();
       CUTE_UNROLL

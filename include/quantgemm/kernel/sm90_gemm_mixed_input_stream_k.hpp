@@ -20,7 +20,22 @@
 
 #include "quantgemm/kernel/stream_k.hpp"
 
+// QUANTGEMM_TIMELINE: a diagnostic build in which every CTA prints when it started, got its first
+// stage, finished its first and last mainloop segment, its last fixup, and exited (%globaltimer, ns).
+#if defined(QUANTGEMM_TIMELINE)
+#include <cstdio>
+#define QG_TIMELINE(...) __VA_ARGS__
+#else
+#define QG_TIMELINE(...)
+#endif
+
 namespace quantgemm {
+
+CUTE_DEVICE uint64_t qg_globaltimer() {
+  uint64_t t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
+}
 
 template <class Mainloop_>
 struct Sm90GemmMixedInputStreamK {
@@ -46,7 +61,7 @@ struct Sm90GemmMixedInputStreamK {
   static constexpr uint32_t kEpilogueBarrier = 1;  // named barrier of the consumer threads
 
   struct Params {
-    CUtensorMap tma_act;  ///< a [M, K], box (TileK, TileM), 128B swizzle
+    CUtensorMap tma_act;  ///< a [M, K], box (64, TileM), 128B swizzle
     CUtensorMap tma_out;  ///< out [M, N], box (TileN, TileM)
     typename Mainloop::Params mainloop;
     StreamKDecomposition work;
@@ -63,6 +78,7 @@ struct Sm90GemmMixedInputStreamK {
   static constexpr int kSharedBytes = int(sizeof(SharedStorage));
 
   CUTE_DEVICE static void run(Params const& p, char* smem) {
+    QG_TIMELINE(uint64_t tl[6] = {qg_globaltimer()}; long long c0 = clock64();)
     SharedStorage& s = *reinterpret_cast<SharedStorage*>(smem);
     int const warp_group = threadIdx.x / 128;
     if (threadIdx.x == 0) {
@@ -81,7 +97,7 @@ struct Sm90GemmMixedInputStreamK {
         typename Mainloop::Pipeline pipe;
         SegmentIterator segments(p.work, blockIdx.x);
         for (WorkSegment seg; segments.next(seg);) {
-          auto cursor = Mainloop::cursor(p.mainloop, seg.tile % tiles_n, seg.k_begin);
+          auto cursor = Mainloop::cursor(p.mainloop, seg.tile % tiles_n, seg.k_begin * Mainloop::kKBlocks);
           int const m0 = (seg.tile / tiles_n) * TileM;
           for (int kb = seg.k_begin; kb < seg.k_end; ++kb) {
             Mainloop::load(p.mainloop, &p.tma_act, s.mainloop, pipe, cursor, m0);
@@ -95,16 +111,25 @@ struct Sm90GemmMixedInputStreamK {
       int const ct = threadIdx.x - 128;
       typename Mainloop::Pipeline pipe;
       SegmentIterator segments(p.work, blockIdx.x);
+      QG_TIMELINE(int nseg = 0; if (ct == 0) { cutlass::arch::ClusterTransactionBarrier::wait(&s.mainloop.full[0], 0); }
+                  tl[1] = qg_globaltimer();)
       for (WorkSegment seg; segments.next(seg);) {
         typename Mainloop::Accumulator accum;
         Mainloop::mma(s.mainloop, pipe, seg.k_end - seg.k_begin, accum, ct);
+        QG_TIMELINE(tl[2 + (nseg > 0)] = qg_globaltimer();)
         if (seg.whole(p.work.iters) || reduce_partials(p, s, seg, accum, ct)) {
           store_tile(p, s, accum, seg.tile % tiles_n, seg.tile / tiles_n, ct);
         }
+        QG_TIMELINE(tl[4] = qg_globaltimer(); ++nseg;)
       }
       if (ct == 0) {
         cute::tma_store_wait<0>();
       }
+      QG_TIMELINE(if (ct == 0) {
+        tl[5] = qg_globaltimer();
+        printf("QGTL %d %d %llu %llu %llu %llu %llu %llu %lld\n", int(blockIdx.x), nseg, tl[0], tl[1], tl[2],
+               nseg > 1 ? tl[3] : tl[2], tl[4], tl[5], clock64() - c0);
+      })
     }
   }
 

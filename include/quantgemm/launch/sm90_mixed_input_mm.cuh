@@ -14,21 +14,22 @@ namespace quantgemm {
 inline constexpr int kSm90SharedMemoryBytes = 232448;  // 227 KB per block
 
 /// As many stages as fit beside the epilogue tile, at most 32.
-template <class Weight, int TileN, int TileM>
+template <class Weight, int TileN, int TileM, int TileK>
 constexpr int sm90_mixed_input_stages() {
-  using Probe = Sm90MmaBulkTmaGmmaRsMixedInput<Weight, cutlass::bfloat16_t, TileN, TileM, 1>;
+  using Probe = Sm90MmaBulkTmaGmmaRsMixedInput<Weight, cutlass::bfloat16_t, TileN, TileM, TileK, 1>;
   constexpr int kFixed = TileM * TileN * 2 + 2048;
   constexpr int kStages = (kSm90SharedMemoryBytes - kFixed) / int(Probe::kStageBytes + 16);
   return kStages < 32 ? kStages : 32;
 }
 
-/// The shortest stream-K range worth its fixup, in k-iterations.
-inline constexpr int kMinStreamKIters = 4;
+/// The shortest stream-K range worth its fixup, in k.
+inline constexpr int kMinStreamKDepth = 256;
 
-template <class Weight, int TileN, int TileM>
+template <class Weight, int TileN, int TileM, int TileK>
 LaunchResult launch_sm90_mixed_input_mm(MixedInputMmArgs const& x) {
-  using Mainloop = Sm90MmaBulkTmaGmmaRsMixedInput<Weight, cutlass::bfloat16_t, TileN, TileM,
-                                                   sm90_mixed_input_stages<Weight, TileN, TileM>()>;
+  using Mainloop = Sm90MmaBulkTmaGmmaRsMixedInput<Weight, cutlass::bfloat16_t, TileN, TileM, TileK,
+                                                   sm90_mixed_input_stages<Weight, TileN, TileM, TileK>()>;
+  using BLayout = typename Mainloop::BLayout;
   using Kernel = Sm90GemmMixedInputStreamK<Mainloop>;
   static_assert(Kernel::kSharedBytes <= kSm90SharedMemoryBytes, "shared storage too large");
 
@@ -47,7 +48,7 @@ LaunchResult launch_sm90_mixed_input_mm(MixedInputMmArgs const& x) {
     return result;
   }
   StreamKDecomposition const work = StreamKDecomposition::make(
-      (x.N + TileN - 1) / TileN, (x.M + TileM - 1) / TileM, x.K / Mainloop::TileK, sms, kMinStreamKIters);
+      (x.N + TileN - 1) / TileN, (x.M + TileM - 1) / TileM, (x.K + TileK - 1) / TileK, sms, kMinStreamKDepth / TileK);
   if (work.grid == 0) {
     result.status = Status::kInvalidArgument;
     return result;
@@ -61,7 +62,7 @@ LaunchResult launch_sm90_mixed_input_mm(MixedInputMmArgs const& x) {
 
   typename Kernel::Params p;
   cudaError_t err = make_tma_2d(&p.tma_act, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, x.a, x.M, x.K, x.lda, TileM,
-                                Mainloop::TileK, CU_TENSOR_MAP_SWIZZLE_128B);
+                                BLayout::kBlockK, CU_TENSOR_MAP_SWIZZLE_128B);
   if (err == cudaSuccess) {
     err = make_tma_2d(&p.tma_out, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, x.out, x.M, x.N, x.ldo, TileM, TileN,
                       CU_TENSOR_MAP_SWIZZLE_NONE);
@@ -75,7 +76,7 @@ LaunchResult launch_sm90_mixed_input_mm(MixedInputMmArgs const& x) {
   p.mainloop.scales = static_cast<cutlass::bfloat16_t const*>(x.group_scales);
   p.mainloop.N = x.N;
   p.mainloop.K = x.K;
-  p.mainloop.group_k_blocks = x.group_size / Mainloop::TileK;
+  p.mainloop.group_k_blocks = x.group_size / BLayout::kBlockK;
   p.work = work;
   p.workspace = static_cast<float*>(x.workspace);
   p.counters = x.counters;
