@@ -59,6 +59,10 @@ struct Sm90GemmMixedInputStreamK {
                 "register split exceeds the CTA's allocation");
   static constexpr int kTileFloats = TileN * TileM;
   static constexpr uint32_t kEpilogueBarrier = 1;  // named barrier of the consumer threads
+  // named barriers of the consumers and the stream-K signalling warp (warp 1)
+  static constexpr uint32_t kPublishBarrier = 2;   // a later piece's partial is stored
+  static constexpr uint32_t kReadyBarrier = 3;     // every later piece of the tile is published
+  static constexpr int kSignalThreads = Mainloop::kConsumerThreads + 32;
 
   struct Params {
     CUtensorMap tma_act;  ///< a [M, K], box (64, TileM), 128B swizzle
@@ -72,7 +76,6 @@ struct Sm90GemmMixedInputStreamK {
   struct SharedStorage {
     typename Mainloop::SharedStorage mainloop;
     cute::array_aligned<ElementA, TileM * TileN, 128> out;  // (TileM, TileN), n fastest
-    int finisher;
   };
 
   static constexpr int kSharedBytes = int(sizeof(SharedStorage));
@@ -103,6 +106,8 @@ struct Sm90GemmMixedInputStreamK {
             Mainloop::load(p.mainloop, &p.tma_act, s.mainloop, pipe, cursor, m0);
           }
         }
+      } else if (threadIdx.x / 32 == 1) {
+        signal_partials(p, threadIdx.x % 32);
       }
     } else {
       if constexpr (kReconfigureRegisters) {
@@ -117,7 +122,7 @@ struct Sm90GemmMixedInputStreamK {
         typename Mainloop::Accumulator accum;
         Mainloop::mma(s.mainloop, pipe, seg.k_end - seg.k_begin, accum, ct);
         QG_TIMELINE(tl[2 + (nseg > 0)] = qg_globaltimer();)
-        if (seg.whole(p.work.iters) || reduce_partials(p, s, seg, accum, ct)) {
+        if (seg.whole(p.work.iters) || reduce_partials(p, seg, accum, ct)) {
           store_tile(p, s, accum, seg.tile % tiles_n, seg.tile / tiles_n, ct);
         }
         QG_TIMELINE(tl[4] = qg_globaltimer(); ++nseg;)
@@ -133,10 +138,48 @@ struct Sm90GemmMixedInputStreamK {
     }
   }
 
-  /// Writes this piece's partial and counts it in; the last piece of the tile to arrive adds up
-  /// all pieces in CTA order into accum and returns true. One thread publishes with a release
-  /// after the CTA barrier and acquires for the finisher before the next barrier.
-  CUTE_DEVICE static bool reduce_partials(Params const& p, SharedStorage& s, WorkSegment const& seg,
+  /// Stream-K fixup, the signalling warp's side, segment by segment in the consumers' order. A
+  /// tile's later pieces are published once the consumers have stored them (a release increment:
+  /// the consumers go on at once); for the tile's first piece, whose CTA adds up the others, the
+  /// warp waits for all of them while the consumers still run that piece's mainloop, then lets
+  /// the consumers in. The counter is left at zero for the next launch.
+  CUTE_DEVICE static void signal_partials(Params const& p, int lane) {
+    StreamKDecomposition const& d = p.work;
+    SegmentIterator segments(d, blockIdx.x);
+    for (WorkSegment seg; segments.next(seg);) {
+      if (seg.whole(d.iters)) {
+        continue;
+      }
+      int* const counter = &p.counters[seg.sk_tile];
+      if (seg.k_begin != 0) {
+        cutlass::arch::NamedBarrier::sync(kSignalThreads, kPublishBarrier);
+        if (lane == 0) {
+          asm volatile("red.release.gpu.global.add.s32 [%0], 1;" ::"l"(counter) : "memory");
+        }
+      } else {
+        if (lane == 0) {
+          uint32_t const u0 = uint32_t(seg.sk_tile) * uint32_t(d.iters);
+          int const later = d.sk_owner(u0 + d.iters - 1) - d.sk_owner(u0);
+          for (int seen = -1;;) {
+            asm volatile("ld.acquire.gpu.global.s32 %0, [%1];" : "=r"(seen) : "l"(counter) : "memory");
+            if (seen == later) {
+              break;
+            }
+            __nanosleep(64);
+          }
+          *counter = 0;
+        }
+        __syncwarp();
+        cutlass::arch::NamedBarrier::arrive(kSignalThreads, kReadyBarrier);
+      }
+    }
+  }
+
+  /// Stream-K fixup, the consumers' side. A later piece of a split tile stores its partial in its
+  /// CTA's workspace slot, hands it to the signalling warp and returns false. The tile's first
+  /// piece waits until every later piece is published, adds them to its own in CTA order
+  /// (deterministic) and returns true. (A CTA's range holds at most one later piece, first.)
+  CUTE_DEVICE static bool reduce_partials(Params const& p, WorkSegment const& seg,
                                           typename Mainloop::Accumulator& accum, int ct) {
     StreamKDecomposition const& d = p.work;
     constexpr int kChunks = TileM * Mainloop::kBlocksN / 8;  // float4 chunks per thread
@@ -145,32 +188,21 @@ struct Sm90GemmMixedInputStreamK {
     auto piece = [&](int c) {
       return workspace + int64_t(d.sk_slot(c, seg.sk_tile)) * (kTileFloats / 4) + ct;
     };
-    float4* const mine = piece(blockIdx.x);
-    CUTE_UNROLL
-    for (int i = 0; i < kChunks; ++i) {
-      __stcg(mine + i * Mainloop::kConsumerThreads,
-             make_float4(accum(4 * i), accum(4 * i + 1), accum(4 * i + 2), accum(4 * i + 3)));
+    if (seg.k_begin != 0) {
+      float4* const mine = piece(blockIdx.x);
+      CUTE_UNROLL
+      for (int i = 0; i < kChunks; ++i) {
+        __stcg(mine + i * Mainloop::kConsumerThreads,
+               make_float4(accum(4 * i), accum(4 * i + 1), accum(4 * i + 2), accum(4 * i + 3)));
+      }
+      cutlass::arch::NamedBarrier::arrive(kSignalThreads, kPublishBarrier);
+      return false;
     }
     uint32_t const u0 = uint32_t(seg.sk_tile) * uint32_t(d.iters);
     int const c_lo = d.sk_owner(u0);
     int const c_hi = d.sk_owner(u0 + d.iters - 1);
-    cutlass::arch::NamedBarrier::sync(Mainloop::kConsumerThreads, kEpilogueBarrier);
-    if (ct == 0) {
-      int arrived;
-      int* const counter = &p.counters[seg.sk_tile];
-      asm volatile("atom.acq_rel.gpu.global.add.s32 %0, [%1], 1;" : "=r"(arrived) : "l"(counter) : "memory");
-      int const last = arrived + 1 == c_hi - c_lo + 1;
-      if (last) {
-        *counter = 0;  // at rest again for the next launch
-      }
-      s.finisher = last;
-    }
-    cutlass::arch::NamedBarrier::sync(Mainloop::kConsumerThreads, kEpilogueBarrier);
-    if (!s.finisher) {
-      return false;
-    }
-    // every piece, this CTA's own included, is read back and added in CTA order
-    for (int c0 = c_lo; c0 <= c_hi; c0 += kBatch) {
+    cutlass::arch::NamedBarrier::sync(kSignalThreads, kReadyBarrier);
+    for (int c0 = c_lo + 1; c0 <= c_hi; c0 += kBatch) {
       float4 x[kBatch][kChunks];
       CUTE_UNROLL
       for (int b = 0; b < kBatch; ++b) {
@@ -185,13 +217,12 @@ struct Sm90GemmMixedInputStreamK {
       CUTE_UNROLL
       for (int b = 0; b < kBatch; ++b) {
         if (c0 + b <= c_hi) {
-          bool const first = c0 + b == c_lo;
           CUTE_UNROLL
           for (int i = 0; i < kChunks; ++i) {
-            accum(4 * i) = first ? x[b][i].x : accum(4 * i) + x[b][i].x;
-            accum(4 * i + 1) = first ? x[b][i].y : accum(4 * i + 1) + x[b][i].y;
-            accum(4 * i + 2) = first ? x[b][i].z : accum(4 * i + 2) + x[b][i].z;
-            accum(4 * i + 3) = first ? x[b][i].w : accum(4 * i + 3) + x[b][i].w;
+            accum(4 * i) += x[b][i].x;
+            accum(4 * i + 1) += x[b][i].y;
+            accum(4 * i + 2) += x[b][i].z;
+            accum(4 * i + 3) += x[b][i].w;
           }
         }
       }
