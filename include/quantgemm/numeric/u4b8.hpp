@@ -52,8 +52,10 @@ struct ConvertToBf16x2<u4b8> {
   static constexpr uint32_t kMagic = 0x43004300u;  // bf16x2 {128, 128}
 
   CUTE_DEVICE static void convert(uint32_t word, __nv_bfloat162 const (&scale)[4], uint32_t (&out)[4]) {
-    __nv_bfloat162 const one = __floats2bfloat162_rn(1.0f, 1.0f);
-    __nv_bfloat162 const bias = __floats2bfloat162_rn(-136.0f, -136.0f);  // -(128 + zero point)
+    uint32_t const one_bits = 0x3F803F80u;   // bf16x2 {1, 1}
+    uint32_t const bias_bits = 0xC308C308u;  // bf16x2 {-136, -136}: -(128 + zero point)
+    __nv_bfloat162 const one = reinterpret_cast<__nv_bfloat162 const&>(one_bits);
+    __nv_bfloat162 const bias = reinterpret_cast<__nv_bfloat162 const&>(bias_bits);
     CUTE_UNROLL
     for (int i = 0; i < 4; ++i) {
       uint32_t magic = lop3_and_or(word >> (4 * i), kMask, kMagic);           // 128 + q, exact
