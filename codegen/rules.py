@@ -112,7 +112,7 @@ U4B8_BF16 = Family(
     name="u4b8_bf16",
     weight="u4b8",
     rules=(
-        Rule(_tile(128, 8, 128), m_max=8, n_max=4096),
+        Rule(_tile(128, 8, 128), m_max=8, n_max=4096, k_max=4096),
         Rule(_tile(256, 8, 128), m_max=8),
         Rule(_tile(128, 16, 128), m_max=16, n_max=6144, k_max=8192),
         Rule(_tile(256, 16, 128), m_max=16),

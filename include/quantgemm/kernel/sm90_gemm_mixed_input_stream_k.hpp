@@ -165,7 +165,7 @@ struct Sm90GemmMixedInputStreamK {
             if (seen == later) {
               break;
             }
-            __nanosleep(64);
+            __nanosleep(32);
           }
           *counter = 0;
         }
@@ -183,9 +183,9 @@ struct Sm90GemmMixedInputStreamK {
                                           typename Mainloop::Accumulator& accum, int ct) {
     StreamKDecomposition const& d = p.work;
     constexpr int kChunks = TileM * Mainloop::kBlocksN / 8;  // float4 chunks per thread
-    // pieces loaded at once: 8 float4 in flight; 16 on 128 x 64 tiles, whose fixups gather the most
+    // pieces loaded at once: 8 float4 in flight; 24 on 128 x 64 tiles, whose fixups gather the most
     // pieces (more spills the other tiles)
-    constexpr int kBatch = kChunks > 8 ? 1 : (kChunks == 8 && Mainloop::kBlocksN == 1 ? 2 : 8 / kChunks);
+    constexpr int kBatch = kChunks > 8 ? 1 : (kChunks == 8 && Mainloop::kBlocksN == 1 ? 3 : 8 / kChunks);
     float4* const workspace = reinterpret_cast<float4*>(p.workspace);
     auto piece = [&](int c) {
       return workspace + int64_t(d.sk_slot(c, seg.sk_tile)) * (kTileFloats / 4) + ct;
