@@ -5,10 +5,11 @@
     T output tiles of I k-iterations each. The first dp_tiles tiles (a whole number of waves) go
     round-robin to the CTAs, each computed whole by one CTA. The remaining sk_tiles * I iterations
     are cut into sk_ctas contiguous, equal ranges, one per CTA; a range may start and end inside a
-    tile, so a tile can be split over several CTAs. Each piece of a split tile writes its fp32
-    partial into its CTA's workspace slot (slot 0 for the range's first tile, 1 for its last) and
-    counts itself in; the last to arrive adds the pieces in CTA order (deterministic) and writes
-    the tile. Every CTA does the same number of iterations, within one.
+    tile, so a tile can be split over several CTAs. A split tile's first piece (k from 0) ends its
+    CTA's range; each later piece writes its fp32 partial into its CTA's workspace slot (slot 0 for
+    the range's first tile, 1 for its last) and counts itself in; the first piece's CTA waits for
+    them and adds them in CTA order (deterministic). Every CTA does the same number of iterations,
+    within one.
 */
 #pragma once
 
