@@ -1,17 +1,20 @@
 """Render the kernel instantiations (one translation unit per schedule) and the dispatch chain.
 
-    python codegen/generate.py --out DIR [--schedules "a;b"] [--list]
+    python codegen/generate.py --out DIR [--schedules "a;b" | all] [--rules FILE;...] [--list]
 
 Output goes to DIR only, in sorted order, each file rewritten only when its text changes, so the
 same rules give byte-identical files and unchanged files keep their timestamps. --schedules builds
 a subset (for development): rules naming a schedule left out are dropped, and the last rule kept
 becomes the catch-all; it may also name a family's candidate schedules, which are compiled (for
-measuring) but reached only by name. --list prints the files that would be written, one per line.
+measuring) but reached only by name; "all" compiles every candidate (for the tuner). --rules takes
+a family's rules from another rules file (default: codegen/rules/<family>.json). --list prints the
+files that would be written, one per line.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,7 +25,7 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from codegen.rules import FAMILIES, Family, Rule  # noqa: E402
+from codegen.schedules import FAMILIES, Family, Rule, with_rules  # noqa: E402
 
 KERNEL_TEMPLATE = ROOT / "kernels" / "mm_mixed_input.cu.j2"
 DISPATCH_TEMPLATE = ROOT / "codegen" / "templates" / "dispatch.cpp.j2"
@@ -51,21 +54,38 @@ def _chain(family: Family, built: set[str]) -> list[ChainLink]:
     return links[: first_catch_all + 1]
 
 
-def default_schedule_names() -> list[str]:
-    return sorted(s.name(f.name) for f in FAMILIES for s in f.schedules())
+def families(rules_files: list[Path] | None = None) -> list[Family]:
+    """The families, each with its rules from `rules_files` where one of them is for it."""
+    out = list(FAMILIES)
+    for path in rules_files or []:
+        try:
+            name = json.loads(Path(path).read_text())["family"]
+        except (OSError, ValueError, KeyError) as e:
+            raise SystemExit(f"generate.py: cannot read rules file {path}: {e}")
+        if name not in [f.name for f in out]:
+            raise SystemExit(f"generate.py: {path}: no family {name!r}; known: {[f.name for f in out]}")
+        out = [with_rules(f, path) if f.name == name else f for f in out]
+    return out
 
 
-def all_schedule_names() -> list[str]:
-    return sorted(s.name(f.name) for f in FAMILIES for s in f.all_schedules())
+def default_schedule_names(fams: list[Family] | None = None) -> list[str]:
+    return sorted(s.name(f.name) for f in (fams or FAMILIES) for s in f.schedules())
 
 
-def render(selected: list[str] | None = None) -> dict[str, str]:
-    """File name -> text of every generated file."""
-    problems = [p for f in FAMILIES for p in f.problems()]
+def all_schedule_names(fams: list[Family] | None = None) -> list[str]:
+    return sorted(s.name(f.name) for f in (fams or FAMILIES) for s in f.all_schedules())
+
+
+def render(selected: list[str] | None = None, rules_files: list[Path] | None = None) -> dict[str, str]:
+    """File name -> text of every generated file. `selected`: schedule names, or ["all"]."""
+    fams = families(rules_files)
+    problems = [p for f in fams for p in f.problems()]
     if problems:
         raise SystemExit("generate.py: malformed rules:\n  " + "\n  ".join(problems))
-    known = set(all_schedule_names())
-    wanted = set(selected) if selected else set(default_schedule_names())
+    known = set(all_schedule_names(fams))
+    if selected == ["all"]:
+        selected = sorted(known)
+    wanted = set(selected) if selected else set(default_schedule_names(fams))
     unknown = wanted - known
     if unknown:
         raise SystemExit(f"generate.py: unknown schedules {sorted(unknown)}; known: {sorted(known)}")
@@ -74,17 +94,17 @@ def render(selected: list[str] | None = None) -> dict[str, str]:
                              undefined=jinja2.StrictUndefined, keep_trailing_newline=True)
     kernel = env.get_template(KERNEL_TEMPLATE.name)
     files: dict[str, str] = {}
-    families = []
-    for family in FAMILIES:
+    rendered = []
+    for family in fams:
         built = [s for s in family.all_schedules() if s.name(family.name) in wanted]
         if not built:
             continue
         entries = [dict(name=s.name(family.name), schedule=s) for s in built]
         for e in entries:
             files[f"mm_{e['name']}.cu"] = kernel.render(name=e["name"], schedule=e["schedule"], family=family)
-        families.append(dict(name=family.name, built=entries,
+        rendered.append(dict(name=family.name, built=entries,
                              chain=_chain(family, {e["name"] for e in entries})))
-    files["dispatch.cpp"] = env.get_template(DISPATCH_TEMPLATE.name).render(families=families)
+    files["dispatch.cpp"] = env.get_template(DISPATCH_TEMPLATE.name).render(families=rendered)
     return dict(sorted(files.items()))
 
 
@@ -99,11 +119,14 @@ def write(out: Path, files: dict[str, str]) -> None:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--out", type=Path, required=True)
-    parser.add_argument("--schedules", default="", help="';'-separated schedule names (default: all)")
+    parser.add_argument("--schedules", default="",
+                        help="';'-separated schedule names, or all (default: the schedules the rules name)")
+    parser.add_argument("--rules", default="", help="';'-separated rules files (default: codegen/rules/)")
     parser.add_argument("--list", action="store_true", help="print the files, write nothing")
     args = parser.parse_args(argv)
     selected = [s for s in args.schedules.replace(",", ";").split(";") if s.strip()]
-    files = render([s.strip() for s in selected])
+    rules = [Path(r.strip()) for r in args.rules.split(";") if r.strip()]
+    files = render([s.strip() for s in selected], rules)
     if args.list:
         print("\n".join(str(args.out / name) for name in files))
     else:

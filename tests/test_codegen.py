@@ -6,7 +6,7 @@ import sys
 import pytest
 
 from codegen import generate
-from codegen.rules import FAMILIES, Family, Rule, Schedule, U4B8_BF16
+from codegen.schedules import FAMILIES, RULES_DIR, Family, Rule, Schedule, U4B8_BF16, load_rules, rules_json
 
 M_BUCKETS = (1, 2, 4, 8, 16, 32, 48, 64, 96, 128, 192, 256, 512, 1024, 2048, 4096, 8192)
 SHAPES = ((6144, 4096), (4096, 4096), (28672, 4096), (4096, 14336), (28672, 8192), (8192, 28672))
@@ -42,10 +42,10 @@ def test_small_m_takes_narrow_tiles():
 
 def test_candidates_build_only_on_request():
     files = generate.render()
-    for c in U4B8_BF16.candidates:
+    for c in U4B8_BF16.candidates():
         assert c not in U4B8_BF16.schedules()
         assert f"mm_{c.name(U4B8_BF16.name)}.cu" not in files
-    asked = [c.name(U4B8_BF16.name) for c in U4B8_BF16.candidates] + ["u4b8_bf16_128x256x64_c1x1x1"]
+    asked = [c.name(U4B8_BF16.name) for c in U4B8_BF16.candidates()] + ["u4b8_bf16_128x256x64_c1x1x1"]
     files = generate.render(asked)
     assert sorted(f for f in files if f.startswith("mm_")) == sorted(f"mm_{a}.cu" for a in asked)
 
@@ -99,3 +99,31 @@ def test_malformed_rules_are_reported():
     bad_tile = Family("f", "u4b8", (Rule(Schedule(tile_n=64, tile_m=24)),))
     problems = bad_tile.problems()
     assert any("tile_n" in p for p in problems) and any("tile_m" in p for p in problems)
+
+
+def test_all_builds_every_candidate():
+    files = generate.render(["all"])
+    assert sorted(f for f in files if f.startswith("mm_")) == sorted(
+        f"mm_{s.name(U4B8_BF16.name)}.cu" for s in U4B8_BF16.all_schedules())
+
+
+def test_rules_file_round_trips_and_replaces_the_committed_one(tmp_path):
+    text = rules_json(U4B8_BF16.name, U4B8_BF16.rules, U4B8_BF16.rules_source)
+    assert text == (RULES_DIR / "u4b8_bf16.json").read_text()
+    other = [Rule(Schedule(tile_n=256, tile_m=16, tile_k=128), m_max=16), Rule(Schedule(tile_n=128, tile_m=256))]
+    path = tmp_path / "u4b8_bf16.json"
+    path.write_text(rules_json(U4B8_BF16.name, other, "test"))
+    assert load_rules(path, U4B8_BF16.name) == tuple(other)
+    files = generate.render(rules_files=[path])
+    assert sorted(f for f in files if f.startswith("mm_")) == [
+        "mm_u4b8_bf16_128x256x64_c1x1x1.cu", "mm_u4b8_bf16_256x16x128_c1x1x1.cu"]
+    assert "M <= 16" in files["dispatch.cpp"]
+
+
+def test_bad_rules_files_are_refused(tmp_path):
+    path = tmp_path / "r.json"
+    path.write_text('{"family": "nope", "rules": []}')
+    with pytest.raises(SystemExit, match="no family 'nope'"):
+        generate.render(rules_files=[path])
+    with pytest.raises(ValueError, match="not a schedule name"):
+        Schedule.parse("u4b8_bf16_128x8", "u4b8_bf16")

@@ -197,7 +197,7 @@ def test_mm_rejects_misaligned_and_foreign_inputs():
 
 
 def test_compiled_dispatch_matches_the_rules():
-    from codegen.rules import U4B8_BF16
+    from codegen.schedules import U4B8_BF16
     from test_codegen import M_BUCKETS, SHAPES as LAYER_SHAPES
     built = set(quantgemm.supported_schedules())
     for n, k in LAYER_SHAPES:

@@ -21,13 +21,9 @@ import torch
 
 from . import mixed_input, reference
 from ._native import native
+from .models import DEFAULT_MODELS, MODELS, unsupported_reason
 from .quantize import quantize_u4b8
 
-#: (layer, N, K) of each model's linear layers (fused qkv and, where the model fuses it, gate_up).
-MODELS: dict[str, list[tuple[str, int, int]]] = {
-    "llama3-8b": [("qkv", 6144, 4096), ("o", 4096, 4096), ("gate_up", 28672, 4096), ("down", 4096, 14336)],
-    "llama3-70b": [("qkv", 10240, 8192), ("o", 8192, 8192), ("gate", 28672, 8192), ("down", 8192, 28672)],
-}
 DEFAULT_M = (1, 2, 4, 8, 16, 32, 48, 64, 128, 256, 512, 1024, 4096)
 
 
@@ -147,7 +143,7 @@ def markdown_table(rows: list[Row]) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--models", default=",".join(MODELS), help=f"comma-separated, of {list(MODELS)}")
+    parser.add_argument("--models", default=",".join(DEFAULT_MODELS), help=f"comma-separated, of {list(MODELS)}")
     parser.add_argument("--m", default=",".join(map(str, DEFAULT_M)), help="comma-separated M values")
     parser.add_argument("--group-size", type=int, default=128)
     parser.add_argument("--csv", default=None, help="write the rows to this CSV file")
@@ -188,8 +184,13 @@ def main(argv: list[str] | None = None) -> int:
     print(HEADER)
     rows = []
     for model in models:
-        for layer, n, k in MODELS[model]:
-            rows += bench_shape(model, layer, n, k, ms, args.group_size, bandwidth, l2, check=not args.no_check,
+        for layer in MODELS[model]:
+            why = unsupported_reason(layer.n, layer.k, args.group_size)
+            if why:
+                print(f"{model} {layer.name}: skipped, {why}")
+                continue
+            rows += bench_shape(model, layer.name, layer.n, layer.k, ms, args.group_size, bandwidth, l2,
+                                check=not args.no_check,
                                 schedules=args.schedules.split(",") if args.schedules else (None,))
     if args.markdown:
         with open(args.markdown, "w") as f:

@@ -4,12 +4,20 @@ A family is one GEMM kind (weight type x activation type). Its rules are read in
 rule whose bounds admit the problem (M <= m_max, N <= n_max, K <= k_max, a None bound admitting
 anything) names the schedule. The last rule of a family admits everything. A default build
 instantiates exactly the schedules the rules name; `candidates` are further schedules that only a
-build asking for them by name compiles (to measure them against the rules' picks).
+build asking for them by name (or for "all") compiles, for the tuner to measure.
+
+The rules themselves live in a rules file per family, `codegen/rules/<family>.json`, written by
+`python -m quantgemm.tune` on the GPU at hand (docs/tuning.md); a build can take another file.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import json
+import re
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+RULES_DIR = Path(__file__).resolve().parent / "rules"
 
 #: Activation-row tile sizes the sm90 mixed-input kernel supports (the wgmma N).
 MIXED_INPUT_TILE_M = (8, 16, 32, 64, 128, 256)
@@ -27,6 +35,16 @@ class Schedule:
     def name(self, family: str) -> str:
         c = "x".join(str(v) for v in self.cluster)
         return f"{family}_{self.tile_n}x{self.tile_m}x{self.tile_k}_c{c}"
+
+    @staticmethod
+    def parse(name: str, family: str) -> "Schedule":
+        """The schedule `name` (as name() writes it) of family `family`."""
+        m = re.fullmatch(re.escape(family) + r"_(\d+)x(\d+)x(\d+)_c(\d+)x(\d+)x(\d+)", name)
+        if not m:
+            raise ValueError(f"{name!r} is not a schedule name of family {family} "
+                             f"({family}_<tile_n>x<tile_m>x<tile_k>_c<cluster>)")
+        v = [int(x) for x in m.groups()]
+        return Schedule(tile_n=v[0], tile_m=v[1], tile_k=v[2], cluster=(v[3], v[4], v[5]))
 
     def problems(self) -> list[str]:
         """Why this schedule cannot be compiled, if it cannot."""
@@ -67,15 +85,20 @@ class Family:
     name: str          #: prefix of schedule and function names
     weight: str        #: C++ weight type in namespace quantgemm
     rules: tuple[Rule, ...] = field(default_factory=tuple)
-    candidates: tuple[Schedule, ...] = field(default_factory=tuple)
+    space: tuple[Schedule, ...] = field(default_factory=tuple)  #: every tiling the tuner measures
+    rules_source: str = ""  #: where the rules came from (the rules file's "source")
 
     def schedules(self) -> list[Schedule]:
         """The schedules the rules name: what a default build compiles."""
         return sorted({r.schedule for r in self.rules})
 
+    def candidates(self) -> list[Schedule]:
+        """The tilings of the space the rules do not name: compiled only on request."""
+        return sorted(set(self.space) - {r.schedule for r in self.rules})
+
     def all_schedules(self) -> list[Schedule]:
         """The rules' schedules and the candidates."""
-        return sorted({r.schedule for r in self.rules} | set(self.candidates))
+        return sorted({r.schedule for r in self.rules} | set(self.space))
 
     def select(self, m: int, n: int, k: int) -> Schedule:
         for rule in self.rules:
@@ -100,32 +123,44 @@ class Family:
         return out
 
 
+def load_rules(path: Path, family: str) -> tuple[Rule, ...]:
+    """The rules of `family` in the rules file at `path` (JSON: {"family", "rules": [{"schedule",
+    "m_max", "n_max", "k_max"}, ...]}, absent bounds admitting anything)."""
+    data = json.loads(Path(path).read_text())
+    if data.get("family") != family:
+        raise ValueError(f"{path}: rules of family {data.get('family')!r}, expected {family!r}")
+    return tuple(Rule(Schedule.parse(r["schedule"], family), r.get("m_max"), r.get("n_max"), r.get("k_max"))
+                 for r in data["rules"])
+
+
+def rules_json(family: str, rules: list[Rule] | tuple[Rule, ...], source: str) -> str:
+    """The rules file text of `rules` (the format load_rules reads; stable, one rule a line)."""
+    lines = []
+    for r in rules:
+        entry = {"schedule": r.schedule.name(family)}
+        entry.update({b: v for b, v in (("m_max", r.m_max), ("n_max", r.n_max), ("k_max", r.k_max)) if v is not None})
+        lines.append("    " + json.dumps(entry))
+    return (f'{{\n  "family": {json.dumps(family)},\n  "source": {json.dumps(source)},\n  "rules": [\n'
+            + ",\n".join(lines) + "\n  ]\n}\n")
+
+
+def with_rules(family: Family, path: Path) -> Family:
+    """`family` with the rules of the file at `path`."""
+    return replace(family, rules=load_rules(path, family.name),
+                   rules_source=json.loads(Path(path).read_text()).get("source", ""))
+
+
 def _tile(n: int, m: int, k: int = 64) -> Schedule:
     return Schedule(tile_n=n, tile_m=m, tile_k=k)
 
 
 #: u4b8 weights (GPTQ symmetric 4-bit) x bf16 activations, group scales in the K loop.
-#: Measured on the H200 (docs/benchmarks.md): 128-deep stages pay each stage's overhead once for
-#: twice the weights wherever their A registers fit; two-block (256-row) tiles do the same across N
-#: and win on wide layers, while narrow layers have too few tiles for them and take 128 rows.
-U4B8_BF16 = Family(
+U4B8_BF16 = with_rules(Family(
     name="u4b8_bf16",
     weight="u4b8",
-    rules=(
-        Rule(_tile(128, 8, 128), m_max=8, n_max=4096, k_max=4096),
-        Rule(_tile(256, 8, 128), m_max=8),
-        Rule(_tile(128, 16, 128), m_max=16, n_max=6144, k_max=8192),
-        Rule(_tile(256, 16, 128), m_max=16),
-        Rule(_tile(128, 32, 128), m_max=32, n_max=6144),
-        Rule(_tile(256, 32, 128), m_max=32),
-        Rule(_tile(128, 64, 128), m_max=64, n_max=16384),
-        Rule(_tile(128, 64, 128), m_max=64, k_max=4096),
-        Rule(_tile(256, 64), m_max=64),
-        Rule(_tile(128, 128), m_max=128),
-        Rule(_tile(128, 256)),
-    ),
-    candidates=(_tile(128, 8), _tile(256, 8), _tile(128, 16), _tile(256, 16), _tile(128, 32), _tile(256, 32),
-                _tile(128, 64)),
-)
+    space=tuple(_tile(n, m, k) for n in (128, 256) for m in (8, 16, 32, 64) for k in (64, 128)
+                     if not (k == 128 and m * n // 128 > 64))
+    + (_tile(128, 128), _tile(128, 256)),
+), RULES_DIR / "u4b8_bf16.json")
 
 FAMILIES: tuple[Family, ...] = (U4B8_BF16,)

@@ -1,0 +1,249 @@
+"""Measure every compiled schedule on the GPU at hand and write the dispatch rules that follow.
+
+    python -m quantgemm.tune [--models ...] [--m 1,2,...] --csv timings.csv --out u4b8_bf16.json
+    python -m quantgemm.tune --from-csv a.csv,b.csv --out u4b8_bf16.json      (no GPU needed)
+
+The build must hold the candidates (`-Ccmake.define.QUANTGEMM_SCHEDULES=all`). For every model
+layer and M bucket the tuner times each schedule whose activation-row tile fits the bucket (the
+power of two at or above M, or half of it), as medians of CUDA-graph replays with the weights
+rotated beyond the L2. The rules file it writes is what the build reads
+(`-Ccmake.define.QUANTGEMM_RULES=/path/u4b8_bf16.json`, or copied over codegen/rules/); docs/tuning.md
+says how. Synthesis, per M bucket: for each schedule as the bucket's default, the layers where it
+is more than `tolerance` off the best get rules before it, bounded above on N and K, each the
+schedule within tolerance on every layer it takes and taking the most of them; the bucket keeps
+the default whose rules leave the least regret (then the fewest rules). Buckets with the same
+rules merge.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import math
+import re
+import sys
+from collections import defaultdict
+from dataclasses import dataclass
+
+FAMILY = "u4b8_bf16"
+M_BUCKETS = (1, 2, 4, 8, 16, 32, 48, 64, 96, 128, 192, 256, 512, 1024, 2048, 4096, 8192)
+
+# (m, n, k) -> schedule name -> microseconds
+Timings = dict[tuple[int, int, int], dict[str, float]]
+
+
+@dataclass(frozen=True)
+class RuleSpec:
+    schedule: str
+    m_max: int | None = None
+    n_max: int | None = None
+    k_max: int | None = None
+
+    def covers(self, n: int, k: int) -> bool:
+        return (self.n_max is None or n <= self.n_max) and (self.k_max is None or k <= self.k_max)
+
+
+def tile_m(schedule: str) -> int:
+    match = re.search(r"_(\d+)x(\d+)x(\d+)_c", schedule)
+    if not match:
+        raise ValueError(f"{schedule!r} is not a schedule name")
+    return int(match.group(2))
+
+
+def admissible(schedule: str, m: int) -> bool:
+    """Whether a bucket of M rows is worth timing on this schedule's activation-row tile."""
+    fit = min(256, max(8, 1 << (m - 1).bit_length()))
+    return tile_m(schedule) in (fit, fit // 2)
+
+
+def _bucket_rules(shapes: dict[tuple[int, int], dict[str, float]], tolerance: float) -> list[RuleSpec]:
+    """The decision list (without M bounds) for one M bucket."""
+    names = sorted({s for t in shapes.values() for s in t})
+
+    def regret(s: str, shape: tuple[int, int]) -> float:
+        t = shapes[shape]
+        return t[s] / min(t.values()) - 1 if s in t else math.inf
+
+    def total(s: str, among) -> float:
+        return sum(regret(s, sh) for sh in among)
+
+    ns = sorted({n for n, _ in shapes}) + [None]
+    ks = sorted({k for _, k in shapes}) + [None]
+
+    def decision_list(default: str) -> list[RuleSpec]:
+        rules: list[RuleSpec] = []
+        undecided = [sh for sh in sorted(shapes) if regret(default, sh) > tolerance]
+        while undecided:
+            best, best_key = None, None
+            for s in names:
+                for n_max in ns:
+                    for k_max in ks:
+                        if n_max is None and k_max is None:
+                            continue
+                        rule = RuleSpec(s, None, n_max, k_max)
+                        taken = [sh for sh in shapes if rule.covers(*sh) and not any(r.covers(*sh) for r in rules)]
+                        if not taken or any(regret(s, sh) > tolerance for sh in taken):
+                            continue
+                        gain = sum(sh in undecided for sh in taken)
+                        key = (-gain, n_max is not None and k_max is not None, total(s, taken), s, n_max or 0,
+                               k_max or 0)
+                        if gain and (best_key is None or key < best_key):
+                            best, best_key = rule, key
+            if best is None:
+                break  # what is left is served by the default, off by more than the tolerance
+            rules.append(best)
+            undecided = [sh for sh in undecided if not best.covers(*sh)]
+        return rules + [RuleSpec(default)]
+
+    def cost(rules: list[RuleSpec]) -> tuple[float, int]:
+        left = sum(regret(next(r for r in rules if r.covers(*sh)).schedule, sh) for sh in shapes)
+        return left, len(rules)
+
+    return min((decision_list(s) for s in names), key=lambda rules: (*cost(rules), rules[-1].schedule))
+
+
+def synthesize(timings: Timings, tolerance: float = 0.03) -> list[RuleSpec]:
+    """Ordered rules (the last one a catch-all) from per-bucket timings."""
+    buckets: dict[int, dict[tuple[int, int], dict[str, float]]] = defaultdict(dict)
+    for (m, n, k), t in timings.items():
+        if t:
+            buckets[m][(n, k)] = t
+    if not buckets:
+        raise ValueError("no timings to synthesize rules from")
+    groups: list[tuple[int, list[RuleSpec]]] = []
+    for m in sorted(buckets):
+        rules = _bucket_rules(buckets[m], tolerance)
+        if groups and groups[-1][1] == rules:
+            groups[-1] = (m, rules)
+        else:
+            groups.append((m, rules))
+    out = []
+    for i, (m, rules) in enumerate(groups):
+        m_max = None if i == len(groups) - 1 else m
+        out += [RuleSpec(r.schedule, m_max, r.n_max, r.k_max) for r in rules]
+    return out
+
+
+def rules_json(rules: list[RuleSpec], source: str) -> str:
+    """The rules file (codegen/rules/<family>.json's format)."""
+    lines = []
+    for r in rules:
+        entry = {"schedule": r.schedule}
+        entry.update({b: v for b, v in (("m_max", r.m_max), ("n_max", r.n_max), ("k_max", r.k_max)) if v is not None})
+        lines.append("    " + json.dumps(entry))
+    return (f'{{\n  "family": {json.dumps(FAMILY)},\n  "source": {json.dumps(source)},\n  "rules": [\n'
+            + ",\n".join(lines) + "\n  ]\n}\n")
+
+
+def read_csv(paths: list[str]) -> Timings:
+    timings: Timings = defaultdict(dict)
+    for path in paths:
+        with open(path, newline="") as f:
+            for row in csv.DictReader(f):
+                key = (int(row["M"]), int(row["N"]), int(row["K"]))
+                timings[key].setdefault(row["schedule"], float(row["us"]))
+    return dict(timings)
+
+
+def measure(models: list[str], ms: list[int], group_size: int, writer=None) -> Timings:
+    """Time every admissible compiled schedule on every layer of `models` at every M in `ms`."""
+    import torch
+
+    from . import mixed_input
+    from .bench import copies_for, graph_time_us
+    from .models import MODELS, unsupported_reason
+    from .quantize import quantize_u4b8
+
+    schedules = [s for s in mixed_input.supported_schedules() if s.startswith(FAMILY + "_")]
+    l2 = getattr(torch.cuda.get_device_properties(0), "L2_cache_size", 60 << 20)
+    timings: Timings = defaultdict(dict)
+    seen = set()
+    for model in models:
+        for layer in MODELS[model]:
+            n, k = layer.n, layer.k
+            why = unsupported_reason(n, k, group_size)
+            if why or (n, k) in seen:
+                print(f"{model} {layer.name}: skipped, {why or 'measured already'}", flush=True)
+                continue
+            seen.add((n, k))
+            torch.manual_seed(0)
+            w_q, scales = quantize_u4b8(torch.randn(n, k, device="cuda", dtype=torch.bfloat16) / math.sqrt(k),
+                                        group_size)
+            copies = [(mixed_input.prepack_b(w_q), scales.clone())
+                      for _ in range(copies_for(n * k // 2 + scales.numel() * 2, l2))]
+            for m in ms:
+                a = torch.randn(m, k, device="cuda", dtype=torch.bfloat16)
+                out = torch.empty(m, n, device="cuda", dtype=torch.bfloat16)
+                for s in schedules:
+                    if not admissible(s, m):
+                        continue
+                    fns = [lambda b=b, sc=sc, s=s: mixed_input.mm(a, b, sc, group_size, out=out, schedule=s)
+                           for b, sc in copies]
+                    start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                    fns[0]()
+                    start.record()
+                    fns[0]()
+                    stop.record()
+                    stop.synchronize()
+                    once = start.elapsed_time(stop) * 1e3
+                    calls = max(3, min(20, int(2000 / max(once, 1.0))))
+                    us = graph_time_us(fns, replays=10 if once > 500 else 20, min_calls=calls)
+                    timings[(m, n, k)][s] = us
+                    print(f"{model:<20} {layer.name:<8} {n:>6} {k:>6} {m:>5} {us:>10.1f}  {s}", flush=True)
+                    if writer:
+                        writer.writerow([model, layer.name, n, k, m, s, f"{us:.2f}"])
+            del copies
+    return dict(timings)
+
+
+def main(argv: list[str] | None = None) -> int:
+    from .models import MODELS
+
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--models", default=",".join(MODELS), help=f"comma-separated, of {list(MODELS)}")
+    parser.add_argument("--m", default=",".join(map(str, M_BUCKETS)), help="comma-separated M buckets")
+    parser.add_argument("--group-size", type=int, default=128)
+    parser.add_argument("--csv", default=None, help="write the timings here (model,layer,N,K,M,schedule,us)")
+    parser.add_argument("--from-csv", default=None, help="comma-separated timing CSVs: synthesize only, no GPU")
+    parser.add_argument("--out", default=None, help="write the rules file here")
+    parser.add_argument("--tolerance", type=float, default=0.03, help="regret accepted against the best schedule")
+    parser.add_argument("--source", default=None, help="the rules file's source note")
+    args = parser.parse_args(argv)
+
+    if args.from_csv:
+        timings = read_csv([p for p in args.from_csv.split(",") if p])
+        source = args.source or f"python -m quantgemm.tune --from-csv {args.from_csv}"
+    else:
+        import torch
+
+        if not torch.cuda.is_available() or torch.cuda.get_device_capability() != (9, 0):
+            print("quantgemm.tune: measuring needs a Hopper (sm_90) GPU; --from-csv synthesizes from saved timings.")
+            return 1
+        models = [x for x in args.models.split(",") if x]
+        unknown = [x for x in models if x not in MODELS]
+        if unknown:
+            parser.error(f"unknown models {unknown}; choose from {list(MODELS)}")
+        ms = [int(x) for x in args.m.split(",") if x.strip()]
+        f = open(args.csv, "w", newline="") if args.csv else None
+        try:
+            writer = csv.writer(f) if f else None
+            if writer:
+                writer.writerow(["model", "layer", "N", "K", "M", "schedule", "us"])
+            timings = measure(models, ms, args.group_size, writer)
+        finally:
+            if f:
+                f.close()
+        source = args.source or (f"python -m quantgemm.tune on {torch.cuda.get_device_name()}, "
+                                 f"group {args.group_size}, models {','.join(models)}")
+    rules = synthesize(timings, args.tolerance)
+    text = rules_json(rules, source)
+    if args.out:
+        with open(args.out, "w") as f:
+            f.write(text)
+    print(text, end="")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

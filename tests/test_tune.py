@@ -1,0 +1,91 @@
+"""quantgemm.tune: rule synthesis from timings (no GPU), the rules file it writes, and the model
+shape sets it measures."""
+
+import csv
+
+import pytest
+
+from codegen.schedules import Family, U4B8_BF16, load_rules
+from quantgemm import tune
+from quantgemm.models import MODELS, unsupported_reason
+
+S = {name: f"u4b8_bf16_{name}_c1x1x1" for name in ("128x8x128", "256x8x128", "128x64x128", "256x64x64",
+                                                    "128x256x64")}
+SHAPES = [(4096, 4096), (6144, 4096), (28672, 4096), (4096, 14336), (28672, 8192)]
+
+
+def synthetic_timings():
+    """Narrow layers prefer 128-row tiles, wide ones 256-row; the tile_m follows M."""
+    timings = {}
+    for m in (1, 8, 64, 4096):
+        for n, k in SHAPES:
+            base = n * k / 1e6
+            if m <= 8:
+                t = {S["128x8x128"]: base * (1.0 if n <= 4096 else 1.2), S["256x8x128"]: base * (1.1 if n <= 4096 else 1.0)}
+            elif m <= 64:
+                t = {S["128x64x128"]: base * (1.0 if k <= 4096 else 1.1), S["256x64x64"]: base * (1.2 if k <= 4096 else 1.0)}
+            else:
+                t = {S["128x256x64"]: base * m / 100}
+            timings[(m, n, k)] = t
+    return timings
+
+
+def test_synthesized_rules_pick_the_best_everywhere_and_end_in_a_catch_all(tmp_path):
+    timings = synthetic_timings()
+    rules = tune.synthesize(timings, tolerance=0.03)
+    last = rules[-1]
+    assert (last.m_max, last.n_max, last.k_max) == (None, None, None)
+    path = tmp_path / "u4b8_bf16.json"
+    path.write_text(tune.rules_json(rules, "test"))
+    family = Family("u4b8_bf16", "u4b8", load_rules(path, "u4b8_bf16"))
+    assert family.problems() == []
+    for (m, n, k), t in timings.items():
+        picked = family.select(m, n, k).name("u4b8_bf16")
+        assert t[picked] <= 1.03 * min(t.values()), (m, n, k, picked)
+    # buckets with the same decisions merge: M = 1 and 8 share one set of rules
+    assert [r.m_max for r in rules].count(1) == 0 and 8 in [r.m_max for r in rules]
+
+
+def test_a_schedule_within_tolerance_everywhere_is_a_single_rule():
+    timings = {(1, n, k): {S["256x8x128"]: 10.0, S["128x8x128"]: 10.2 if n > 4096 else 9.9} for n, k in SHAPES}
+    assert tune.synthesize(timings, tolerance=0.03) == [tune.RuleSpec(S["256x8x128"])]
+    assert len(tune.synthesize(timings, tolerance=0.001)) == 2
+
+
+def test_from_csv_writes_a_rules_file_the_build_reads(tmp_path):
+    timings = synthetic_timings()
+    table = tmp_path / "t.csv"
+    with open(table, "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["model", "layer", "N", "K", "M", "schedule", "us"])
+        for (m, n, k), t in timings.items():
+            for s, us in t.items():
+                w.writerow(["x", "y", n, k, m, s, us])
+    out = tmp_path / "u4b8_bf16.json"
+    assert tune.main(["--from-csv", str(table), "--out", str(out)]) == 0
+    rules = load_rules(out, "u4b8_bf16")
+    assert rules[-1].is_catch_all()
+    assert {r.schedule for r in rules} <= set(U4B8_BF16.all_schedules())
+
+
+def test_only_fitting_tiles_are_timed():
+    assert tune.admissible(S["128x8x128"], 1) and not tune.admissible(S["128x64x128"], 1)
+    assert tune.admissible(S["128x64x128"], 48) and tune.admissible(S["128x64x128"], 96)
+    assert tune.admissible(S["128x256x64"], 8192) and not tune.admissible(S["128x8x128"], 8192)
+    with pytest.raises(ValueError, match="not a schedule name"):
+        tune.tile_m("u4b8_bf16_128x8")
+
+
+def test_model_shape_sets():
+    for name in ("llama3-8b", "llama3-70b", "llama3-70b-tp2", "llama3-70b-tp4", "qwen2.5-7b",
+                 "mixtral-8x7b-experts", "deepseek-v3"):
+        assert MODELS[name]
+    shapes = {m: {layer.name: (layer.n, layer.k) for layer in MODELS[m]} for m in MODELS}
+    assert shapes["llama3-8b"] == {"qkv": (6144, 4096), "o": (4096, 4096), "gate_up": (28672, 4096),
+                                   "down": (4096, 14336)}
+    assert shapes["llama3-70b-tp2"] == {"qkv": (5120, 8192), "o": (8192, 4096), "gate": (14336, 8192),
+                                        "down": (8192, 14336)}
+    assert shapes["llama3-70b-tp4"]["down"] == (8192, 7168)
+    assert shapes["qwen2.5-7b"]["qkv"] == (4608, 3584)
+    assert unsupported_reason(576, 7168, 128) is not None  # DeepSeek-V3 kv_a: N needs padding
+    assert unsupported_reason(24576, 1536, 128) is None
