@@ -133,17 +133,6 @@ def load_rules(path: Path, family: str) -> tuple[Rule, ...]:
                  for r in data["rules"])
 
 
-def rules_json(family: str, rules: list[Rule] | tuple[Rule, ...], source: str) -> str:
-    """The rules file text of `rules` (the format load_rules reads; stable, one rule a line)."""
-    lines = []
-    for r in rules:
-        entry = {"schedule": r.schedule.name(family)}
-        entry.update({b: v for b, v in (("m_max", r.m_max), ("n_max", r.n_max), ("k_max", r.k_max)) if v is not None})
-        lines.append("    " + json.dumps(entry))
-    return (f'{{\n  "family": {json.dumps(family)},\n  "source": {json.dumps(source)},\n  "rules": [\n'
-            + ",\n".join(lines) + "\n  ]\n}\n")
-
-
 def with_rules(family: Family, path: Path) -> Family:
     """`family` with the rules of the file at `path`."""
     return replace(family, rules=load_rules(path, family.name),

@@ -6,7 +6,8 @@ import sys
 import pytest
 
 from codegen import generate
-from codegen.schedules import FAMILIES, RULES_DIR, Family, Rule, Schedule, U4B8_BF16, load_rules, rules_json
+from codegen.schedules import FAMILIES, RULES_DIR, Family, Rule, Schedule, U4B8_BF16, load_rules
+from quantgemm.tune import RuleSpec, rules_json
 
 M_BUCKETS = (1, 2, 4, 8, 16, 32, 48, 64, 96, 128, 192, 256, 512, 1024, 2048, 4096, 8192)
 SHAPES = ((6144, 4096), (4096, 4096), (28672, 4096), (4096, 14336), (28672, 8192), (8192, 28672))
@@ -107,12 +108,17 @@ def test_all_builds_every_candidate():
         f"mm_{s.name(U4B8_BF16.name)}.cu" for s in U4B8_BF16.all_schedules())
 
 
+def _spec(rule):
+    return RuleSpec(rule.schedule.name(U4B8_BF16.name), rule.m_max, rule.n_max, rule.k_max)
+
+
 def test_rules_file_round_trips_and_replaces_the_committed_one(tmp_path):
-    text = rules_json(U4B8_BF16.name, U4B8_BF16.rules, U4B8_BF16.rules_source)
+    # the committed file is in the format the tuner writes
+    text = rules_json([_spec(r) for r in U4B8_BF16.rules], U4B8_BF16.rules_source)
     assert text == (RULES_DIR / "u4b8_bf16.json").read_text()
     other = [Rule(Schedule(tile_n=256, tile_m=16, tile_k=128), m_max=16), Rule(Schedule(tile_n=128, tile_m=256))]
     path = tmp_path / "u4b8_bf16.json"
-    path.write_text(rules_json(U4B8_BF16.name, other, "test"))
+    path.write_text(rules_json([_spec(r) for r in other], "test"))
     assert load_rules(path, U4B8_BF16.name) == tuple(other)
     files = generate.render(rules_files=[path])
     assert sorted(f for f in files if f.startswith("mm_")) == [
