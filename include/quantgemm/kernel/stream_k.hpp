@@ -10,6 +10,11 @@
     the range's first tile, 1 for its last) and counts itself in; the first piece's CTA waits for
     them and adds them in CTA order (deterministic). Every CTA does the same number of iterations,
     within one.
+
+    Progress: a CTA waits only for higher-numbered CTAs, and only after publishing its own later
+    piece, which comes first in its range. CTAs launch in index order, so of the CTAs resident at
+    any time all but the highest finish; the wait can stall only while a single SM is free to the
+    kernel (the grid is at most the SM count).
 */
 #pragma once
 
