@@ -89,3 +89,10 @@ def test_model_shape_sets():
     assert shapes["qwen2.5-7b"]["qkv"] == (4608, 3584)
     assert unsupported_reason(576, 7168, 128) is not None  # DeepSeek-V3 kv_a: N needs padding
     assert unsupported_reason(24576, 1536, 128) is None
+
+
+def test_unknown_models_are_named():
+    from quantgemm.models import parse_models
+    assert parse_models("llama3-8b, qwen2.5-7b") == ["llama3-8b", "qwen2.5-7b"]
+    with pytest.raises(ValueError, match=r"unknown models \['llama9'\]"):
+        parse_models("llama3-8b,llama9")

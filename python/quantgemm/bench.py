@@ -21,7 +21,7 @@ import torch
 
 from . import mixed_input, reference
 from ._native import native
-from .models import DEFAULT_MODELS, MODELS, unsupported_reason
+from .models import DEFAULT_MODELS, MODELS, parse_models, unsupported_reason
 from .quantize import quantize_u4b8
 
 DEFAULT_M = (1, 2, 4, 8, 16, 32, 48, 64, 128, 256, 512, 1024, 4096)
@@ -171,10 +171,10 @@ def main(argv: list[str] | None = None) -> int:
             mixed_input.mm(a, b, scales, args.group_size)
         torch.cuda.synchronize()
         return 0
-    models = [s.strip() for s in args.models.split(",") if s.strip()]
-    unknown = [x for x in models if x not in MODELS]
-    if unknown:
-        parser.error(f"unknown models {unknown}; choose from {list(MODELS)}")
+    try:
+        models = parse_models(args.models)
+    except ValueError as e:
+        parser.error(str(e))
     ms = [int(x) for x in args.m.split(",") if x.strip()]
     props = torch.cuda.get_device_properties(0)
     l2 = getattr(props, "L2_cache_size", 60 << 20)

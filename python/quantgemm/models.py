@@ -66,3 +66,12 @@ def unsupported_reason(n: int, k: int, group_size: int) -> str | None:
     if group_size != -1 and k % group_size:
         return f"K = {k} is not a multiple of the group size {group_size}"
     return None
+
+
+def parse_models(text: str) -> list[str]:
+    """The model names of a comma-separated list; ValueError naming any unknown one."""
+    models = [x.strip() for x in text.split(",") if x.strip()]
+    unknown = [x for x in models if x not in MODELS]
+    if unknown:
+        raise ValueError(f"unknown models {unknown}; choose from {list(MODELS)}")
+    return models

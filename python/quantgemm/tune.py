@@ -198,7 +198,7 @@ def measure(models: list[str], ms: list[int], group_size: int, writer=None) -> T
 
 
 def main(argv: list[str] | None = None) -> int:
-    from .models import MODELS
+    from .models import MODELS, parse_models
 
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--models", default=",".join(MODELS), help=f"comma-separated, of {list(MODELS)}")
@@ -220,10 +220,10 @@ def main(argv: list[str] | None = None) -> int:
         if not torch.cuda.is_available() or torch.cuda.get_device_capability() != (9, 0):
             print("quantgemm.tune: measuring needs a Hopper (sm_90) GPU; --from-csv synthesizes from saved timings.")
             return 1
-        models = [x for x in args.models.split(",") if x]
-        unknown = [x for x in models if x not in MODELS]
-        if unknown:
-            parser.error(f"unknown models {unknown}; choose from {list(MODELS)}")
+        try:
+            models = parse_models(args.models)
+        except ValueError as e:
+            parser.error(str(e))
         ms = [int(x) for x in args.m.split(",") if x.strip()]
         f = open(args.csv, "w", newline="") if args.csv else None
         try:
