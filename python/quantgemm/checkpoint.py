@@ -1,0 +1,131 @@
+"""Converters from the 4-bit checkpoint formats in the wild (GPTQ, AWQ) to quantgemm's codes.
+
+Both formats store, for a linear layer with N outputs and K inputs, 4-bit codes packed eight to an
+int32, per-group zero points packed the same way, and per-group scales [K / group, N]:
+
+- GPTQ (AutoGPTQ / GPTQModel "v1"): qweight [K / 8, N], packed along K (code of input k + j in
+  bits 4j of row k / 8); qzeros [K / group, N / 8], packed along N, each stored as zero - 1 (the
+  format's historical convention: a symmetric checkpoint stores 7 for zero point 8); scales
+  [K / group, N] fp16; g_idx [K], the group of each input channel, which with act-order (desc_act)
+  is not k / group.
+- AWQ (GEMM layout): qweight [K, N / 8] and qzeros [K / group, N / 8], both packed along N in the
+  order [0, 2, 4, 6, 1, 3, 5, 7] (bits 4i of a word hold column 8c + order[i]); zero points stored
+  as they are; scales [K / group, N] fp16.
+
+A converter returns `Int4Weights`: codes [N, K] uint8 in 0..15, scales, zero points [K / group, N]
+uint8 (None when every zero point is 8, the u4b8 case the kernels take today), the group size, and
+for act-order checkpoints the input-channel order the codes follow. The weight is
+w[n, k] = (codes[n, j] - zeros[j / group, n]) * scales[j / group, n] for the input channel
+k = perm[j] (perm the identity when None).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from . import _checks
+
+#: AWQ's nibble order: bits 4i of a packed word hold column 8c + AWQ_ORDER[i].
+AWQ_ORDER = (0, 2, 4, 6, 1, 3, 5, 7)
+
+
+@dataclass
+class Int4Weights:
+    codes: torch.Tensor                # [N, K] uint8, 0..15, columns in `perm` order
+    scales: torch.Tensor               # [K / group_size, N]
+    zeros: torch.Tensor | None         # [K / group_size, N] uint8, None: every zero point is 8
+    group_size: int
+    perm: torch.Tensor | None = None   # [K] int64: column j of codes is input channel perm[j]
+
+    def dequantize(self) -> torch.Tensor:
+        """The fp32 weight [N, K] in the checkpoint's input-channel order (no rounding)."""
+        n, k = self.codes.shape
+        zeros = 8.0 if self.zeros is None else self.zeros.float().repeat_interleave(self.group_size, dim=0).t()
+        s = self.scales.float().repeat_interleave(self.group_size, dim=0).t()
+        w = (self.codes.float() - zeros) * s
+        if self.perm is None:
+            return w
+        out = torch.empty_like(w)
+        out[:, self.perm] = w
+        return out
+
+
+def unpack_int32(packed: torch.Tensor, dim: int, order: tuple[int, ...] = tuple(range(8))) -> torch.Tensor:
+    """The 4-bit fields of int32 `packed`, eight per word, spread along `dim` (8x longer), uint8.
+    Bits 4i of each word hold position order[i] of its group of eight."""
+    words = packed.to(torch.int64) & 0xFFFFFFFF
+    shifts = torch.tensor([4 * order.index(j) for j in range(8)], dtype=torch.int64, device=packed.device)
+    fields = (words.unsqueeze(-1) >> shifts) & 0xF  # [..., 8] in position order
+    fields = fields.movedim(-1, dim + 1 if dim >= 0 else dim)
+    shape = list(packed.shape)
+    shape[dim] *= 8
+    return fields.reshape(shape).to(torch.uint8)
+
+
+def _int32_tensor(name: str, t: torch.Tensor, shape: tuple[int, int]) -> None:
+    _checks.tensor(name, t, dtype=torch.int32, ndim=2)
+    _checks.shape(name, t, shape)
+
+
+def _groups_from_g_idx(g_idx: torch.Tensor, k: int, groups: int) -> tuple[int, torch.Tensor | None]:
+    """(group size, input-channel order or None) for a GPTQ g_idx."""
+    _checks.tensor("g_idx", g_idx, ndim=1)
+    if g_idx.numel() != k:
+        raise ValueError(f"g_idx must have K = {k} entries, got {g_idx.numel()}")
+    g_idx = g_idx.to(torch.int64)
+    counts = torch.bincount(g_idx, minlength=groups)
+    if counts.numel() != groups or (counts != k // groups).any():
+        raise ValueError(f"g_idx must give each of the {groups} groups the same number of input channels "
+                         f"({k // groups}), got counts {counts.tolist()[:8]}...")
+    group_size = k // groups
+    if torch.equal(g_idx, torch.arange(k, device=g_idx.device) // group_size):
+        return group_size, None
+    return group_size, torch.argsort(g_idx, stable=True)
+
+
+def from_gptq(qweight: torch.Tensor, qzeros: torch.Tensor, scales: torch.Tensor,
+              g_idx: torch.Tensor | None = None, group_size: int | None = None) -> Int4Weights:
+    """A 4-bit GPTQ layer (qweight [K/8, N], qzeros [K/g, N/8] stored minus one, scales [K/g, N],
+    optional g_idx [K]) as codes, scales, zero points and, for act-order, the input order."""
+    _checks.tensor("scales", scales, ndim=2)
+    groups, n = scales.shape
+    k = qweight.shape[0] * 8 if qweight.dim() == 2 else -1
+    _int32_tensor("qweight", qweight, (k // 8, n))
+    _int32_tensor("qzeros", qzeros, (groups, (n + 7) // 8))
+    if k % groups:
+        raise ValueError(f"K = {k} (from qweight) is not a multiple of the {groups} scale rows")
+    if g_idx is not None:
+        size, perm = _groups_from_g_idx(g_idx.cpu(), k, groups)
+    else:
+        size, perm = k // groups, None
+    if group_size is not None and group_size not in (size, -1):
+        raise ValueError(f"group_size {group_size} does not match the checkpoint's {size} (K / scale rows)")
+    codes = unpack_int32(qweight, dim=0).t()                               # [N, K] in checkpoint order
+    zeros = ((unpack_int32(qzeros, dim=1)[:, :n].to(torch.int16) + 1) & 0xF).to(torch.uint8)  # stored minus one
+    if perm is not None:
+        codes = codes[:, perm.to(codes.device)]
+    return Int4Weights(codes.contiguous(), scales, None if bool((zeros == 8).all()) else zeros.contiguous(),
+                       size, perm)
+
+
+def from_awq(qweight: torch.Tensor, qzeros: torch.Tensor, scales: torch.Tensor, group_size: int | None = None
+             ) -> Int4Weights:
+    """A 4-bit AWQ layer (GEMM layout: qweight [K, N/8], qzeros [K/g, N/8], scales [K/g, N], both
+    packed along N in AWQ's order) as codes, scales and zero points."""
+    _checks.tensor("scales", scales, ndim=2)
+    groups, n = scales.shape
+    k = qweight.shape[0] if qweight.dim() == 2 else -1
+    _int32_tensor("qweight", qweight, (k, n // 8))
+    _int32_tensor("qzeros", qzeros, (groups, n // 8))
+    if n % 8:
+        raise ValueError(f"N = {n} (from scales) is not a multiple of 8, as AWQ packs it")
+    if k % groups:
+        raise ValueError(f"K = {k} (from qweight) is not a multiple of the {groups} scale rows")
+    size = k // groups
+    if group_size is not None and group_size not in (size, -1):
+        raise ValueError(f"group_size {group_size} does not match the checkpoint's {size} (K / scale rows)")
+    codes = unpack_int32(qweight, dim=1, order=AWQ_ORDER).t().contiguous()  # [N, K]
+    zeros = unpack_int32(qzeros, dim=1, order=AWQ_ORDER)                   # [K/g, N]
+    return Int4Weights(codes, scales, None if bool((zeros == 8).all()) else zeros.contiguous(), size)
