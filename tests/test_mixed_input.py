@@ -205,3 +205,23 @@ def test_compiled_dispatch_matches_the_rules():
             want = U4B8_BF16.select(m, n, k).name(U4B8_BF16.name)
             if want in built:  # a subset build falls back to what it has
                 assert quantgemm.select_schedule(m, n, k) == want, (m, n, k)
+
+
+def test_explain_names_the_pick_its_rule_and_every_refusal():
+    from codegen.schedules import U4B8_BF16
+    e = quantgemm.explain(1, 28672, 8192)
+    assert e.schedule == quantgemm.select_schedule(1, 28672, 8192) and not e.refused
+    built = set(quantgemm.supported_schedules())
+    rule = next(r for r in U4B8_BF16.rules if r.admits(1, 28672, 8192) and r.schedule.name(U4B8_BF16.name) in built)
+    if rule.m_max is not None:
+        assert f"M <= {rule.m_max}" in e.rule
+    assert e.schedules[e.schedule] == "picked" and set(e.schedules) == built
+    assert e.schedule in str(e)
+    bad = quantgemm.explain(4, 200, 100, group_size=96)
+    assert bad.schedule is None
+    assert any("N=200" in r for r in bad.refused) and any("K=100" in r for r in bad.refused)
+    assert all(why.startswith("cannot") for why in bad.schedules.values())
+    assert quantgemm.explain(0, 256, 128).notes and quantgemm.explain(0, 256, 128).schedule is None
+    named = quantgemm.explain(16, 4096, 4096, schedule=sorted(built)[0])
+    assert named.schedule == sorted(built)[0] and named.rule == "named by the caller"
+    assert quantgemm.explain(16, 4096, 4096, schedule="nope").refused

@@ -4,9 +4,11 @@
 #include <stdexcept>
 #include <string>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 #include <nanobind/nanobind.h>
+#include <nanobind/stl/pair.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/tuple.h>
 #include <nanobind/stl/vector.h>
@@ -68,6 +70,17 @@ std::vector<std::string> schedules(std::string const& family) {
     names.emplace_back(table.entries[i].name);
   }
   return names;
+}
+
+/// The dispatch chain: (condition, schedule) in the order it is tested; "" is the catch-all.
+std::vector<std::pair<std::string, std::string>> dispatch_rules(std::string const& family) {
+  family_table(family);
+  MixedInputRuleTable const table = mixed_input_rules(family.c_str());
+  std::vector<std::pair<std::string, std::string>> rules;
+  for (int i = 0; i < table.size; ++i) {
+    rules.emplace_back(table.entries[i].condition, table.entries[i].schedule);
+  }
+  return rules;
 }
 
 std::string select_schedule(std::string const& family, int M, int N, int K) {
@@ -139,6 +152,7 @@ NB_MODULE(_C, m) {
   m.attr("cuda_architectures") = QUANTGEMM_CUDA_ARCHITECTURES;
   m.def("schedules", &schedules, nb::arg("family"));
   m.def("select", &select_schedule, nb::arg("family"), nb::arg("M"), nb::arg("N"), nb::arg("K"));
+  m.def("rules", &dispatch_rules, nb::arg("family"));
   m.def("mm_mixed_input", &mm_mixed_input);
   m.def("prepack_u4b8", &prepack_u4b8);
   m.def("prepack_u4b8_host", [](uintptr_t codes, int N, int K, uintptr_t packed) {

@@ -1,14 +1,16 @@
 """quantgemm: quantized GEMMs for Hopper GPUs."""
 
 from ._native import cuda_architectures
-from .mixed_input import PrepackedWeight, mm, prepack_b, select_schedule, supported_schedules, unpack_b
+from .mixed_input import Explanation, PrepackedWeight, explain, mm, prepack_b, select_schedule, supported_schedules, unpack_b
 from .quantize import quantize_u4b8
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "Explanation",
     "PrepackedWeight",
     "cuda_architectures",
+    "explain",
     "mm",
     "prepack_b",
     "quantize_u4b8",

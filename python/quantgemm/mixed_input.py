@@ -6,7 +6,9 @@
 from __future__ import annotations
 
 import functools
+import re
 import threading
+from dataclasses import dataclass
 
 import torch
 
@@ -56,6 +58,14 @@ def _check_weight_shape(n: int, k: int) -> None:
         raise ValueError(f"K={k} is not supported: the weight's K must be a multiple of {BLOCK_K}")
 
 
+def _check_group(k: int, group_size: int) -> int:
+    """The number of scale rows; ValueError unless group_size is -1 or a multiple of 64 dividing K."""
+    groups = group_count(k, group_size)
+    if (k // groups) % BLOCK_K != 0:
+        raise ValueError(f"group_size must be a multiple of {BLOCK_K} (or -1), got {group_size}")
+    return groups
+
+
 def prepack_b(w_q: torch.Tensor, weight_type: str = "u4b8") -> PrepackedWeight:
     """Rewrites [N, K] uint8 codes (0..15, one per byte) into the prepacked layout, on w_q's device.
 
@@ -100,6 +110,71 @@ def supported_schedules() -> list[str]:
 def select_schedule(m: int, n: int, k: int) -> str:
     """The schedule the heuristic picks for an M x N x K problem."""
     return native().select(FAMILY, m, n, k)
+
+
+@dataclass
+class Explanation:
+    """What mm would do with an M x N x K problem, and why (explain())."""
+
+    m: int
+    n: int
+    k: int
+    group_size: int
+    schedule: str | None       #: the kernel mm would launch (None: none, see refused and notes)
+    rule: str | None           #: the dispatch rule that picked it
+    refused: list[str]         #: why no kernel can take the problem
+    schedules: dict[str, str]  #: every compiled schedule: picked, able, or why not
+    notes: list[str]
+
+    def __str__(self) -> str:
+        lines = [f"quantgemm.mm, u4b8 x bf16, M={self.m} N={self.n} K={self.k} group_size={self.group_size}:"]
+        if self.schedule:
+            lines.append(f"  runs {self.schedule} ({self.rule})")
+        lines += [f"  refused: {r}" for r in self.refused] + [f"  note: {x}" for x in self.notes]
+        lines += [f"  {name}: {why}" for name, why in self.schedules.items()]
+        return "\n".join(lines)
+
+
+def _rule_holds(condition: str, m: int, n: int, k: int) -> bool:
+    values = {"M": m, "N": n, "K": k}
+    terms = [t.strip() for t in condition.split("&&") if t.strip()]
+    return all(values[var] <= int(bound) for var, bound in (re.fullmatch(r"([MNK]) <= (\d+)", t).groups()
+                                                          for t in terms))
+
+
+def explain(m: int, n: int, k: int, group_size: int = 128, schedule: str | None = None) -> Explanation:
+    """Which schedule mm picks for an M x N x K problem and the rule that picks it; for every compiled
+    schedule, whether it could serve the problem, and if not, why. Needs no GPU."""
+    refused = []
+    if m < 0:
+        refused.append(f"M must be >= 0, got {m}")
+    for check in (lambda: _check_weight_shape(n, k), lambda: _check_group(k, group_size)):
+        try:
+            check()
+        except ValueError as e:
+            refused.append(str(e))
+    compiled = supported_schedules()
+    if schedule is not None and schedule not in compiled:
+        refused.append(f"schedule must be one of {compiled}, got {schedule!r}")
+    notes, picked, rule = [], None, None
+    if not refused and m == 0:
+        notes.append("M = 0: mm returns an empty [0, N] result and launches nothing")
+    elif not refused:
+        if schedule is not None:
+            picked, rule = schedule, "named by the caller"
+        else:
+            picked = select_schedule(m, n, k)
+            condition = next(c for c, name in native().rules(FAMILY) if _rule_holds(c, m, n, k))
+            rule = f"rule: {condition or 'any problem'}"
+    schedules = {}
+    for name in compiled:
+        if refused:
+            schedules[name] = "cannot: the problem is refused"
+        elif name == picked:
+            schedules[name] = "picked"
+        else:
+            schedules[name] = "could serve it (every compiled schedule takes every accepted problem)"
+    return Explanation(m, n, k, group_size, picked, rule, refused, schedules, notes)
 
 
 class _Workspace:
@@ -147,9 +222,7 @@ def mm(a: torch.Tensor, b: PrepackedWeight, group_scales: torch.Tensor, group_si
         raise ValueError(f"a must have K={b.k} columns to match b ({b.n}x{b.k}), got shape {tuple(a.shape)}")
     if not isinstance(group_size, int) or isinstance(group_size, bool):
         raise TypeError(f"group_size must be an int, got {type(group_size).__name__}")
-    groups = group_count(k, group_size)
-    if (k // groups) % BLOCK_K != 0:
-        raise ValueError(f"group_size must be a multiple of {BLOCK_K} (or -1), got {group_size}")
+    groups = _check_group(k, group_size)
     _checks.tensor("group_scales", group_scales, dtype=a.dtype, ndim=2)
     _checks.shape("group_scales", group_scales, (groups, n))
     _checks.contiguous("group_scales", group_scales)
