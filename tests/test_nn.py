@@ -1,0 +1,69 @@
+"""quantgemm.nn.QuantLinear: built from nn.Linear and from GPTQ tensors, against the reference;
+the CPU forward is the reference path, the GPU forward quantgemm.mm."""
+
+import pytest
+import torch
+
+from quantgemm import reference
+from quantgemm.nn import QuantLinear
+from quantgemm.testing import assert_gemm_close
+from test_checkpoint import gptq_layer
+
+from conftest import requires_hopper
+
+
+def linear(n=256, k=192, bias=True, seed=0):
+    torch.manual_seed(seed)
+    lin = torch.nn.Linear(k, n, bias=bias, dtype=torch.bfloat16)
+    return lin
+
+
+def test_from_linear_matches_the_reference_on_cpu():
+    lin = linear()
+    q = QuantLinear.from_linear(lin, group_size=64)
+    x = torch.randn(3, 5, 192, dtype=torch.bfloat16)
+    y = q(x)
+    assert y.shape == (3, 5, 256) and y.dtype == torch.bfloat16
+    want = reference.mm_u4b8(x.reshape(-1, 192), q.weight_codes(), q.scales, 64) + lin.bias.float()
+    assert torch.allclose(y.reshape(-1, 256).float(), want, rtol=2**-7, atol=1e-3)
+    # and close to the unquantized layer: 4-bit round to nearest
+    err = (y.float() - lin(x).float()).norm() / lin(x).float().norm()
+    assert 0 < err < 0.15
+
+
+def test_buffers_move_with_the_module_and_save():
+    q = QuantLinear.from_linear(linear(bias=False), group_size=64)
+    assert q.bias is None and set(dict(q.named_buffers())) == {"qweight", "scales"}
+    state = q.state_dict()
+    r = QuantLinear(192, 256, group_size=64)
+    r.load_state_dict(state)
+    x = torch.randn(4, 192, dtype=torch.bfloat16)
+    assert torch.equal(r(x), q(x))
+
+
+def test_from_gptq_symmetric_and_refusals():
+    n, k, group = 128, 256, 128
+    zeros = torch.full((k // group, n), 8, dtype=torch.uint8)
+    qweight, qzeros, scales, g_idx, w = gptq_layer(n, k, group, zeros)
+    q = QuantLinear.from_gptq(qweight, qzeros, scales, g_idx)
+    x = torch.randn(2, k, dtype=torch.bfloat16)
+    want = x.float() @ reference.dequantize_u4b8(q.weight_codes(), q.scales, group).t()
+    assert torch.allclose(q(x).float(), want, rtol=2**-7, atol=1e-3)
+    asym = zeros.clone()
+    asym[0, 0] = 3
+    with pytest.raises(NotImplementedError, match="zero points"):
+        QuantLinear.from_gptq(*gptq_layer(n, k, group, asym)[:4])
+    with pytest.raises(NotImplementedError, match="act-order"):
+        QuantLinear.from_gptq(*gptq_layer(n, k, group, zeros, act_order=True)[:4])
+    with pytest.raises(ValueError, match="x must have 256 features"):
+        q(torch.randn(2, 255, dtype=torch.bfloat16))
+
+
+@requires_hopper
+def test_gpu_forward_is_quantgemm_mm():
+    lin = linear(n=512, k=256, bias=False).cuda()
+    q = QuantLinear.from_linear(lin, group_size=128)
+    assert q.qweight.is_cuda
+    x = torch.randn(7, 256, dtype=torch.bfloat16, device="cuda")
+    w = reference.dequantize_u4b8(q.weight_codes(), q.scales.cpu(), 128)
+    assert_gemm_close(q(x), x.float() @ w.cuda().t(), 256, x.abs().max().item(), w.abs().max().item())
