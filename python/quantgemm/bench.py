@@ -93,13 +93,19 @@ def copies_for(nbytes: int, l2_bytes: int) -> int:
     return max(2, math.ceil(3 * l2_bytes / max(nbytes, 1)))
 
 
+def quantized_copies(w: torch.Tensor, group_size: int, l2_bytes: int):
+    """(w_q, scales, bytes of one copy, [(prepacked, scales)] copies to rotate through) of a real weight."""
+    w_q, scales = quantize_u4b8(w, group_size)
+    qbytes = w.shape[0] * w.shape[1] // 2 + scales.numel() * scales.element_size()
+    return w_q, scales, qbytes, [(mixed_input.prepack_b(w_q), scales.clone())
+                                 for _ in range(copies_for(qbytes, l2_bytes))]
+
+
 def bench_shape(model, layer, n, k, ms, group_size, bandwidth, l2_bytes, check=True, schedules=(None,)) -> list[Row]:
     device = torch.device("cuda")
     torch.manual_seed(0)
     w = torch.randn(n, k, device=device, dtype=torch.bfloat16) / math.sqrt(k)
-    w_q, scales = quantize_u4b8(w, group_size)
-    qbytes = n * k // 2 + scales.numel() * scales.element_size()
-    q_copies = [(mixed_input.prepack_b(w_q), scales.clone()) for _ in range(copies_for(qbytes, l2_bytes))]
+    w_q, scales, qbytes, q_copies = quantized_copies(w, group_size, l2_bytes)
     w_copies = [w.clone() for _ in range(copies_for(w.numel() * 2, l2_bytes))]
     del w
     rows = []

@@ -151,9 +151,8 @@ def measure(models: list[str], ms: list[int], group_size: int, writer=None) -> T
     import torch
 
     from . import mixed_input
-    from .bench import copies_for, graph_time_us
+    from .bench import graph_time_us, quantized_copies
     from .models import MODELS, unsupported_reason
-    from .quantize import quantize_u4b8
 
     schedules = [s for s in mixed_input.supported_schedules() if s.startswith(FAMILY + "_")]
     l2 = getattr(torch.cuda.get_device_properties(0), "L2_cache_size", 60 << 20)
@@ -168,10 +167,9 @@ def measure(models: list[str], ms: list[int], group_size: int, writer=None) -> T
                 continue
             seen.add((n, k))
             torch.manual_seed(0)
-            w_q, scales = quantize_u4b8(torch.randn(n, k, device="cuda", dtype=torch.bfloat16) / math.sqrt(k),
-                                        group_size)
-            copies = [(mixed_input.prepack_b(w_q), scales.clone())
-                      for _ in range(copies_for(n * k // 2 + scales.numel() * 2, l2))]
+            w = torch.randn(n, k, device="cuda", dtype=torch.bfloat16) / math.sqrt(k)
+            copies = quantized_copies(w, group_size, l2)[3]
+            del w
             for m in ms:
                 a = torch.randn(m, k, device="cuda", dtype=torch.bfloat16)
                 out = torch.empty(m, n, device="cuda", dtype=torch.bfloat16)
