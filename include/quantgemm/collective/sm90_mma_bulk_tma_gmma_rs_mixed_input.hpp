@@ -98,9 +98,14 @@ struct Sm90MmaBulkTmaGmmaRsMixedInput {
   using Accumulator = decltype(cute::partition_fragment_C(
       TiledMma{}, cute::Shape<cute::Int<TileN>, cute::Int<TileM>>{}));  // (MMA, kBlocksN, 1)
 
+  // Two producer threads fill each stage: one the weight and scales (load), one the activation
+  // tile (load_act); a single thread issuing all of a stage's copies and their address arithmetic
+  // could not keep the stages full.
+  static constexpr int kProducers = 2;
+
   CUTE_DEVICE static void init_barriers(SharedStorage& s) {
     for (int i = 0; i < Stages; ++i) {
-      cutlass::arch::ClusterTransactionBarrier::init(&s.full[i], 1);
+      cutlass::arch::ClusterTransactionBarrier::init(&s.full[i], kProducers);
       cutlass::arch::ClusterBarrier::init(&s.empty[i], kConsumerWarps);
     }
     cutlass::arch::fence_barrier_init();
@@ -128,16 +133,15 @@ struct Sm90MmaBulkTmaGmmaRsMixedInput {
                       blocks_left < kBlocksN ? blocks_left : kBlocksN};
   }
 
-  /// Producer (one thread): fills the next stage with the cursor's next kKBlocks k-blocks, with
-  /// activation rows [m0, m0 + TileM), stepping the cursor. Blocks past N are not loaded: the rows
-  /// they would feed are never stored. A k-block past K (K an odd number of 64s) repeats the last
-  /// weight block and scale row against activation columns that the TMA fills with zeros, so it
-  /// adds finite values times zero.
-  CUTE_DEVICE static void load(Params const& p, CUtensorMap const* tma_act, SharedStorage& s, Pipeline& pipe,
-                               LoadCursor& c, int m0) {
+  /// Weight producer (one thread): fills the next stage with the weight blocks and scale rows of
+  /// the cursor's next kKBlocks k-blocks, stepping the cursor. Blocks past N are not loaded: the
+  /// rows they would feed are never stored. A k-block past K (K an odd number of 64s) repeats the
+  /// last weight block and scale row against activation columns that the TMA fills with zeros, so
+  /// it adds finite values times zero.
+  CUTE_DEVICE static void load(Params const& p, SharedStorage& s, Pipeline& pipe, LoadCursor& c) {
     int const i = pipe.index;
     cutlass::arch::ClusterBarrier::wait(&s.empty[i], pipe.phase ^ 1u);
-    uint32_t const bytes = kActBytes + kKBlocks * c.blocks * (BLayout::kBlockBytes + kBlockScaleBytes);
+    uint32_t const bytes = kKBlocks * c.blocks * (BLayout::kBlockBytes + kBlockScaleBytes);
     cutlass::arch::ClusterTransactionBarrier::arrive_and_expect_tx(&s.full[i], bytes);
     CUTE_UNROLL
     for (int kb = 0; kb < kKBlocks; ++kb) {
@@ -151,8 +155,6 @@ struct Sm90MmaBulkTmaGmmaRsMixedInput {
         }
       }
       cute::SM90_BULK_COPY_G2S::copy(c.scales, &s.full[i], s.scales.data() + slot * TileN, c.blocks * kBlockScaleBytes);
-      cute::SM90_TMA_LOAD_2D::copy(tma_act, &s.full[i], static_cast<uint64_t>(cute::TMA::CacheHintSm90::EVICT_NORMAL),
-                                   s.act.data() + slot * (TileM * BLayout::kBlockK), c.k, m0);
       c.k += BLayout::kBlockK;
       if (kKBlocks == 1 || c.k < p.K) {
         c.b += BLayout::kBlockBytes;
@@ -161,6 +163,21 @@ struct Sm90MmaBulkTmaGmmaRsMixedInput {
           c.scales += p.N;
         }
       }
+    }
+    pipe.advance();
+  }
+
+  /// Activation producer (one thread): fills the next stage with the activation tile of k from k,
+  /// rows [m0, m0 + TileM) (rows past M and columns past K read as zeros).
+  CUTE_DEVICE static void load_act(CUtensorMap const* tma_act, SharedStorage& s, Pipeline& pipe, int k, int m0) {
+    int const i = pipe.index;
+    cutlass::arch::ClusterBarrier::wait(&s.empty[i], pipe.phase ^ 1u);
+    cutlass::arch::ClusterTransactionBarrier::arrive_and_expect_tx(&s.full[i], kActBytes);
+    CUTE_UNROLL
+    for (int kb = 0; kb < kKBlocks; ++kb) {
+      int const slot = i * kKBlocks + kb;
+      cute::SM90_TMA_LOAD_2D::copy(tma_act, &s.full[i], static_cast<uint64_t>(cute::TMA::CacheHintSm90::EVICT_NORMAL),
+                                   s.act.data() + slot * (TileM * BLayout::kBlockK), k + kb * BLayout::kBlockK, m0);
     }
     pipe.advance();
   }

@@ -3,10 +3,17 @@
 
              out[m, n] = sum_k a[m, k] * ((q[n, k] - zero) * s[k / group, n])     (fp32 accumulate)
 
-    Warpgroup 0 is the producer (one thread issues every copy); warpgroups 1 and 2 run the mainloop
-    and the epilogue. The accumulator tile (TileN weight rows x TileM activation rows) is written,
+    Warpgroup 0 holds the producers (one thread issues the weight and scale copies, one the
+    activation loads) and the stream-K signalling warp; warpgroups 1 and 2 run the mainloop and the
+    epilogue. The accumulator tile (TileN weight rows x TileM activation rows) is written,
     transposed, into shared memory as bf16 and stored with one TMA store; tiles split by stream-K
     are first reduced through the fp32 workspace (stream_k.hpp).
+
+    Programmatic dependent launch: a launch that allows it may start while the kernel before it in
+    the stream is still finishing (on the SMs that kernel has left). Every CTA lets the next kernel
+    start as soon as it runs; the weight producer starts at once (the weight and scales are data
+    that kernels before it in the stream do not write), every other thread waits for the previous
+    kernel before its first global access (activation, counters, workspace, output).
 */
 #pragma once
 
@@ -30,6 +37,14 @@
 #endif
 
 namespace quantgemm {
+
+/// Waits until the kernels this one depends on in the stream have completed and their writes are
+/// visible; returns at once for a launch without programmatic dependencies.
+CUTE_DEVICE void wait_for_previous_kernel() { asm volatile("griddepcontrol.wait;\n" ::: "memory"); }
+
+/// Lets the next kernel in the stream begin launching (it still waits for this one before reading
+/// what this one writes).
+CUTE_DEVICE void allow_next_kernel() { asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory"); }
 
 CUTE_DEVICE uint64_t qg_globaltimer() {
   uint64_t t;
@@ -88,6 +103,7 @@ struct Sm90GemmMixedInputStreamK {
       Mainloop::init_barriers(s.mainloop);
       cute::prefetch_tma_descriptor(&p.tma_act);
       cute::prefetch_tma_descriptor(&p.tma_out);
+      allow_next_kernel();
     }
     __syncthreads();
 
@@ -96,17 +112,27 @@ struct Sm90GemmMixedInputStreamK {
       if constexpr (kReconfigureRegisters) {
         cutlass::arch::warpgroup_reg_dealloc<kProducerRegisters>();
       }
-      if (threadIdx.x == 0) {
+      if (threadIdx.x == 0) {  // the weight producer
         typename Mainloop::Pipeline pipe;
         SegmentIterator segments(p.work, blockIdx.x);
         for (WorkSegment seg; segments.next(seg);) {
           auto cursor = Mainloop::cursor(p.mainloop, seg.tile % tiles_n, seg.k_begin * Mainloop::kKBlocks);
+          for (int kb = seg.k_begin; kb < seg.k_end; ++kb) {
+            Mainloop::load(p.mainloop, s.mainloop, pipe, cursor);
+          }
+        }
+      } else if (threadIdx.x == 64) {  // the activation producer
+        wait_for_previous_kernel();
+        typename Mainloop::Pipeline pipe;
+        SegmentIterator segments(p.work, blockIdx.x);
+        for (WorkSegment seg; segments.next(seg);) {
           int const m0 = (seg.tile / tiles_n) * TileM;
           for (int kb = seg.k_begin; kb < seg.k_end; ++kb) {
-            Mainloop::load(p.mainloop, &p.tma_act, s.mainloop, pipe, cursor, m0);
+            Mainloop::load_act(&p.tma_act, s.mainloop, pipe, kb * Mainloop::TileK, m0);
           }
         }
       } else if (threadIdx.x / 32 == 1) {
+        wait_for_previous_kernel();
         signal_partials(p, threadIdx.x % 32);
       }
     } else {
@@ -114,6 +140,7 @@ struct Sm90GemmMixedInputStreamK {
         cutlass::arch::warpgroup_reg_alloc<kConsumerRegisters>();
       }
       int const ct = threadIdx.x - 128;
+      wait_for_previous_kernel();
       typename Mainloop::Pipeline pipe;
       SegmentIterator segments(p.work, blockIdx.x);
       QG_TIMELINE(int nseg = 0; if (ct == 0) { cutlass::arch::ClusterTransactionBarrier::wait(&s.mainloop.full[0], 0); }

@@ -4,6 +4,9 @@
 */
 #pragma once
 
+#include <cstdlib>
+#include <cstring>
+
 #include "quantgemm/collective/sm90_mma_bulk_tma_gmma_rs_mixed_input.hpp"
 #include "quantgemm/kernel/sm90_gemm_mixed_input_stream_k.hpp"
 #include "quantgemm/launch/mixed_input_mm.hpp"
@@ -20,6 +23,15 @@ constexpr int sm90_mixed_input_stages() {
   constexpr int kFixed = TileM * TileN * 2 + 2048;
   constexpr int kStages = (kSm90SharedMemoryBytes - kFixed) / int(Probe::kStageBytes + 16);
   return kStages < 32 ? kStages : 32;
+}
+
+/// Whether launches allow programmatic dependent launch: yes unless QUANTGEMM_PDL is "0".
+inline bool programmatic_launch_enabled() {
+  static bool const enabled = [] {
+    char const* v = std::getenv("QUANTGEMM_PDL");
+    return v == nullptr || std::strcmp(v, "0") != 0;
+  }();
+  return enabled;
 }
 
 /// The shortest stream-K range worth its fixup, in k.
@@ -96,8 +108,19 @@ LaunchResult launch_sm90_mixed_input_mm(MixedInputMmArgs const& x) {
       attribute_set[device] = true;
     }
   }
-  kernel<<<work.grid, Kernel::kThreads, Kernel::kSharedBytes, x.stream>>>(p);
-  err = cudaGetLastError();
+  // programmatic dependent launch (see the kernel): may start while the previous kernel in the
+  // stream finishes; QUANTGEMM_PDL=0 in the environment turns it off
+  cudaLaunchAttribute attribute[1];
+  attribute[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attribute[0].val.programmaticStreamSerializationAllowed = programmatic_launch_enabled() ? 1 : 0;
+  cudaLaunchConfig_t config = {};
+  config.gridDim = dim3(work.grid);
+  config.blockDim = dim3(Kernel::kThreads);
+  config.dynamicSmemBytes = Kernel::kSharedBytes;
+  config.stream = x.stream;
+  config.attrs = attribute;
+  config.numAttrs = 1;
+  err = cudaLaunchKernelEx(&config, kernel, p);
   if (err != cudaSuccess) {
     result.status = Status::kCudaError;
     result.cuda = err;
