@@ -98,10 +98,10 @@ struct Sm90MmaBulkTmaGmmaRsMixedInput {
   using Accumulator = decltype(cute::partition_fragment_C(
       TiledMma{}, cute::Shape<cute::Int<TileN>, cute::Int<TileM>>{}));  // (MMA, kBlocksN, 1)
 
-  // Two producer threads fill each stage: one the weight and scales (load), one the activation
-  // tile (load_act); a single thread issuing all of a stage's copies and their address arithmetic
-  // could not keep the stages full.
-  static constexpr int kProducers = 2;
+  // Several producer threads fill each stage: one per prepacked block row of the tile (its weight
+  // blocks and scales, load) and one for the activation tile (load_act). A single thread issuing
+  // all of a stage's copies and their address arithmetic could not keep the stages full.
+  static constexpr int kProducers = kBlocksN + 1;
 
   CUTE_DEVICE static void init_barriers(SharedStorage& s) {
     for (int i = 0; i < Stages; ++i) {
@@ -111,50 +111,44 @@ struct Sm90MmaBulkTmaGmmaRsMixedInput {
     cutlass::arch::fence_barrier_init();
   }
 
-  /// The producer's position in the weight and scale streams of one tile.
+  /// A weight producer's position in the weight and scale streams of one block row of a tile.
   struct LoadCursor {
-    uint8_t const* b;        ///< the tile's next prepacked block (its first 128 rows)
-    ElementA const* scales;  ///< the scale row of its group, at the tile's first column
-    int64_t b_next_n;        ///< bytes from a block to the one 128 rows further
+    uint8_t const* b;        ///< the next prepacked block of the row
+    ElementA const* scales;  ///< the scale row of its group, at the block row's first column
     int k;                   ///< first k of the next block
     int group_left;          ///< blocks left in the current group
-    int blocks;              ///< prepacked blocks of this tile inside N (the last tile may have fewer)
+    bool inside;             ///< the block row is inside N (the last tile may have fewer)
   };
 
-  /// The cursor at k-block kb (in units of 64 of k) of tile n_tile.
-  CUTE_DEVICE static LoadCursor cursor(Params const& p, int n_tile, int kb) {
-    int const nb = n_tile * kBlocksN;
-    int const blocks_left = p.N / BLayout::kBlockN - nb;
+  /// The cursor of block row blk of tile n_tile at k-block kb (in units of 64 of k).
+  CUTE_DEVICE static LoadCursor cursor(Params const& p, int n_tile, int blk, int kb) {
+    int const nb = n_tile * kBlocksN + blk;
     return LoadCursor{p.b + BLayout::block_offset_bytes(nb, kb, p.K),
-                      p.scales + int64_t(kb / p.group_k_blocks) * p.N + n_tile * TileN,
-                      int64_t(p.K / BLayout::kBlockK) * BLayout::kBlockBytes,
+                      p.scales + int64_t(kb / p.group_k_blocks) * p.N + nb * BLayout::kBlockN,
                       kb * BLayout::kBlockK,
                       p.group_k_blocks - kb % p.group_k_blocks,
-                      blocks_left < kBlocksN ? blocks_left : kBlocksN};
+                      nb < p.N / BLayout::kBlockN};
   }
 
-  /// Weight producer (one thread): fills the next stage with the weight blocks and scale rows of
-  /// the cursor's next kKBlocks k-blocks, stepping the cursor. Blocks past N are not loaded: the
-  /// rows they would feed are never stored. A k-block past K (K an odd number of 64s) repeats the
-  /// last weight block and scale row against activation columns that the TMA fills with zeros, so
-  /// it adds finite values times zero.
-  CUTE_DEVICE static void load(Params const& p, SharedStorage& s, Pipeline& pipe, LoadCursor& c) {
+  /// Weight producer of block row blk (one thread): fills the next stage with the row's weight
+  /// blocks and scale rows of the cursor's next kKBlocks k-blocks, stepping the cursor. A row past
+  /// N is not loaded (only arrived for): the rows it would feed are never stored. A k-block past K
+  /// (K an odd number of 64s) repeats the last weight block and scale row against activation
+  /// columns that the TMA fills with zeros, so it adds finite values times zero.
+  CUTE_DEVICE static void load(Params const& p, SharedStorage& s, Pipeline& pipe, LoadCursor& c, int blk) {
     int const i = pipe.index;
     cutlass::arch::ClusterBarrier::wait(&s.empty[i], pipe.phase ^ 1u);
-    uint32_t const bytes = kKBlocks * c.blocks * (BLayout::kBlockBytes + kBlockScaleBytes);
+    uint32_t const bytes = c.inside ? kKBlocks * (BLayout::kBlockBytes + kBlockScaleBytes) : 0;
     cutlass::arch::ClusterTransactionBarrier::arrive_and_expect_tx(&s.full[i], bytes);
     CUTE_UNROLL
     for (int kb = 0; kb < kKBlocks; ++kb) {
       int const slot = i * kKBlocks + kb;
-      CUTE_UNROLL
-      for (int blk = 0; blk < kBlocksN; ++blk) {
-        if (blk < c.blocks) {
-          cute::SM90_BULK_COPY_G2S::copy(c.b + blk * c.b_next_n, &s.full[i],
-                                         s.b.data() + (slot * kBlocksN + blk) * BLayout::kBlockBytes,
-                                         BLayout::kBlockBytes);
-        }
+      if (c.inside) {
+        cute::SM90_BULK_COPY_G2S::copy(c.b, &s.full[i], s.b.data() + (slot * kBlocksN + blk) * BLayout::kBlockBytes,
+                                       BLayout::kBlockBytes);
+        cute::SM90_BULK_COPY_G2S::copy(c.scales, &s.full[i], s.scales.data() + slot * TileN + blk * BLayout::kBlockN,
+                                       kBlockScaleBytes);
       }
-      cute::SM90_BULK_COPY_G2S::copy(c.scales, &s.full[i], s.scales.data() + slot * TileN, c.blocks * kBlockScaleBytes);
       c.k += BLayout::kBlockK;
       if (kKBlocks == 1 || c.k < p.K) {
         c.b += BLayout::kBlockBytes;

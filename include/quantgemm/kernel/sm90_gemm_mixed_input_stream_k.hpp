@@ -3,8 +3,8 @@
 
              out[m, n] = sum_k a[m, k] * ((q[n, k] - zero) * s[k / group, n])     (fp32 accumulate)
 
-    Warpgroup 0 holds the producers (one thread issues the weight and scale copies, one the
-    activation loads) and the stream-K signalling warp; warpgroups 1 and 2 run the mainloop and the
+    Warpgroup 0 holds the producers (one thread per 128-row block row issues its weight and scale
+    copies, one the activation loads) and the stream-K signalling warp; warpgroups 1 and 2 run the mainloop and the
     epilogue. The accumulator tile (TileN weight rows x TileM activation rows) is written,
     transposed, into shared memory as bf16 and stored with one TMA store; tiles split by stream-K
     are first reduced through the fp32 workspace (stream_k.hpp).
@@ -112,13 +112,15 @@ struct Sm90GemmMixedInputStreamK {
       if constexpr (kReconfigureRegisters) {
         cutlass::arch::warpgroup_reg_dealloc<kProducerRegisters>();
       }
-      if (threadIdx.x == 0) {  // the weight producer
+      int const weight_producer = threadIdx.x == 0 ? 0 : (threadIdx.x == 96 ? 1 : -1);
+      if (weight_producer >= 0 && weight_producer < Mainloop::kBlocksN) {  // block row weight_producer
         typename Mainloop::Pipeline pipe;
         SegmentIterator segments(p.work, blockIdx.x);
         for (WorkSegment seg; segments.next(seg);) {
-          auto cursor = Mainloop::cursor(p.mainloop, seg.tile % tiles_n, seg.k_begin * Mainloop::kKBlocks);
+          auto cursor = Mainloop::cursor(p.mainloop, seg.tile % tiles_n, weight_producer,
+                                         seg.k_begin * Mainloop::kKBlocks);
           for (int kb = seg.k_begin; kb < seg.k_end; ++kb) {
-            Mainloop::load(p.mainloop, s.mainloop, pipe, cursor);
+            Mainloop::load(p.mainloop, s.mainloop, pipe, cursor, weight_producer);
           }
         }
       } else if (threadIdx.x == 64) {  // the activation producer
