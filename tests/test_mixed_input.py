@@ -181,6 +181,48 @@ def test_mm_repeated_calls_are_deterministic():
         assert torch.equal(quantgemm.mm(a, b, scales, 128), first)
 
 
+CHAIN_GROUPS = (128, 64, 256, -1)  # one 4096 x 4096 layer per group size
+
+
+def run_chain(x, layers, outs):
+    """outs[i] = mm(outs[i - 1], layer i), x feeding the first: each call reads what the one before wrote."""
+    for g, (_, scales, b, _), out in zip(CHAIN_GROUPS, layers, outs):
+        quantgemm.mm(x, b, scales, g, out=out)
+        x = out
+
+
+def check_chain(x, layers, outs):
+    for g, (w_q, scales, _, w_max), a, out in zip(CHAIN_GROUPS, layers, [x] + outs[:-1], outs):
+        assert_gemm_close(out, reference.mm_u4b8(a, w_q, scales, g), a.shape[1], a.abs().max().item(), w_max)
+
+
+@requires_hopper
+@pytest.mark.parametrize("m", [1, 64])
+def test_mm_back_to_back_calls_read_each_others_output(m):
+    # launches overlap (programmatic dependent launch): each must still read the finished output of
+    # the one before it, eagerly and in a replayed CUDA graph, with stream-K splits (M = 1)
+    layers = [gpu_weight(4096, 4096, g) for g in CHAIN_GROUPS]
+    x = torch.randn(m, 4096, device="cuda", dtype=torch.bfloat16)
+    outs = [poison_(torch.empty(m, 4096, device="cuda", dtype=torch.bfloat16)) for _ in layers]
+    run_chain(x, layers, outs)
+    check_chain(x, layers, outs)
+
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.stream(stream):
+        run_chain(x, layers, outs)  # the capturing stream's workspace
+        with torch.cuda.graph(graph, stream=stream):
+            run_chain(x, layers, outs)
+    torch.cuda.current_stream().wait_stream(stream)
+    for out in outs:
+        poison_(out)
+    x.copy_(torch.randn_like(x))
+    graph.replay()
+    torch.cuda.synchronize()
+    check_chain(x, layers, outs)
+
+
 @requires_hopper
 def test_mm_rejects_misaligned_and_foreign_inputs():
     _, scales, b, _ = gpu_weight(256, 128, 128)
