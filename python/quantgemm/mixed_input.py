@@ -210,7 +210,11 @@ def mm(a: torch.Tensor, b: PrepackedWeight, group_scales: torch.Tensor, group_si
     group_size: a multiple of 64 dividing K, or -1 for one group over K.
     out: optional [M, N] bf16 destination (same stride rules as a); allocated by torch otherwise.
     schedule: a name from supported_schedules() to override the heuristic.
-    Runs on torch's current stream, without synchronizing the host.
+    Runs on torch's current stream, without synchronizing the host. The kernel may start while the
+    previous kernel on the stream finishes (programmatic dependent launch): it reads a and writes out
+    only after that kernel has completed, but starts streaming b and group_scales at once, so a
+    kernel that writes those two and lets its dependents launch early must not directly precede
+    it (QUANTGEMM_PDL=0 in the environment turns the overlap off).
     """
     # what the arguments are, then where they live: the first part needs no GPU
     if not isinstance(b, PrepackedWeight):
