@@ -3,15 +3,16 @@
 
              out[m, n] = sum_k a[m, k] * ((q[n, k] - zero) * s[k / group, n])     (fp32 accumulate)
 
-    Warpgroup 0 holds the producers (one thread per 128-row block row issues its weight and scale
-    copies, one the activation loads) and the stream-K signalling warp; warpgroups 1 and 2 run the mainloop and the
-    epilogue. The accumulator tile (TileN weight rows x TileM activation rows) is written,
-    transposed, into shared memory as bf16 and stored with one TMA store; tiles split by stream-K
-    are first reduced through the fp32 workspace (stream_k.hpp).
+    Warpgroup 0 holds the producers (in warps 0 and 3, one thread per 128-row block row issues its
+    weight and scale copies; in warp 2, one thread the activation loads) and the stream-K
+    signalling warp (warp 1); warpgroups 1 and 2 run the mainloop and the epilogue. The accumulator
+    tile (TileN weight rows x TileM activation rows) is written, transposed, into shared memory as
+    bf16 and stored with one TMA store; tiles split by stream-K are first reduced through the fp32
+    workspace (stream_k.hpp).
 
     Programmatic dependent launch: a launch that allows it may start while the kernel before it in
     the stream is still finishing (on the SMs that kernel has left). Every CTA lets the next kernel
-    start as soon as it runs; the weight producer starts at once (the weight and scales are data
+    start as soon as it runs; the weight producers start at once (the weight and scales are data
     that kernels before it in the stream do not write), every other thread waits for the previous
     kernel before its first global access (activation, counters, workspace, output).
 */
