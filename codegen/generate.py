@@ -49,9 +49,12 @@ def _chain(family: Family, built: set[str]) -> list[ChainLink]:
         raise SystemExit(f"generate.py: no schedule of family {family.name} is selected")
     links = [ChainLink(r.schedule.name(family.name), _condition(r)) for r in rules]
     links[-1] = ChainLink(links[-1].name, "")
-    # anything after the first catch-all is unreachable
-    first_catch_all = next(i for i, link in enumerate(links) if not link.condition)
-    return links[: first_catch_all + 1]
+    # anything after the first catch-all is unreachable, and a link just before a catch-all of the
+    # same schedule is redundant
+    links = links[: next(i for i, link in enumerate(links) if not link.condition) + 1]
+    while len(links) > 1 and links[-2].name == links[-1].name:
+        del links[-2]
+    return links
 
 
 def families(rules_files: list[Path] | None = None) -> list[Family]:

@@ -7,10 +7,13 @@ import pytest
 
 from codegen import generate
 from codegen.schedules import FAMILIES, RULES_DIR, Family, Rule, Schedule, U4B8_BF16, load_rules
+from quantgemm.models import MODELS, unsupported_reason
 from quantgemm.tune import RuleSpec, rules_json
 
 M_BUCKETS = (1, 2, 4, 8, 16, 32, 48, 64, 96, 128, 192, 256, 512, 1024, 2048, 4096, 8192)
 SHAPES = ((6144, 4096), (4096, 4096), (28672, 4096), (4096, 14336), (28672, 8192), (8192, 28672))
+MODEL_SHAPES = sorted({(layer.n, layer.k) for layers in MODELS.values() for layer in layers
+                       if not unsupported_reason(layer.n, layer.k, 128)})
 
 
 def test_rules_are_well_formed():
@@ -27,7 +30,7 @@ def test_every_m_bucket_is_covered(family):
 
 @pytest.mark.parametrize("family", FAMILIES, ids=lambda f: f.name)
 def test_every_schedule_is_reachable_and_instantiated(family):
-    picked = {family.select(m, n, k) for m in M_BUCKETS for n, k in SHAPES}
+    picked = {family.select(m, n, k) for m in M_BUCKETS for n, k in SHAPES + tuple(MODEL_SHAPES)}
     assert picked == set(family.schedules())
     files = generate.render()
     for s in family.schedules():

@@ -2,10 +2,11 @@
 shape sets it measures."""
 
 import csv
+from pathlib import Path
 
 import pytest
 
-from codegen.schedules import Family, U4B8_BF16, load_rules
+from codegen.schedules import RULES_DIR, Family, U4B8_BF16, load_rules
 from quantgemm import tune
 from quantgemm.models import MODELS, unsupported_reason
 
@@ -96,3 +97,25 @@ def test_unknown_models_are_named():
     assert parse_models("llama3-8b, qwen2.5-7b") == ["llama3-8b", "qwen2.5-7b"]
     with pytest.raises(ValueError, match=r"unknown models \['llama9'\]"):
         parse_models("llama3-8b,llama9")
+
+
+TUNING = Path(__file__).resolve().parent.parent / "docs" / "tuning"
+
+
+def test_the_committed_rules_come_from_the_committed_timings():
+    timings = tune.read_csv(sorted(str(p) for p in TUNING.glob("h200-*.csv")))
+    rules = tune.synthesize(timings)
+    committed = load_rules(RULES_DIR / "u4b8_bf16.json", "u4b8_bf16")
+    assert [(r.schedule.name("u4b8_bf16"), r.m_max, r.n_max, r.k_max) for r in committed] == \
+        [(r.schedule, r.m_max, r.n_max, r.k_max) for r in rules]
+
+
+def test_every_bucket_default_serves_a_measured_layer():
+    # a catch-all that no measured layer reaches would pick for unmeasured shapes blindly
+    timings = tune.read_csv(sorted(str(p) for p in TUNING.glob("h200-*.csv")))
+    by_bucket = {}
+    for (m, n, k) in timings:
+        by_bucket.setdefault(m, []).append((n, k))
+    for m, shapes in by_bucket.items():
+        rules = tune._bucket_rules({sh: timings[(m, *sh)] for sh in shapes}, 0.03)
+        assert any(not any(r.covers(*sh) for r in rules[:-1]) for sh in shapes), (m, rules)

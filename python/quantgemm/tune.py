@@ -94,6 +94,10 @@ def _bucket_rules(shapes: dict[tuple[int, int], dict[str, float]], tolerance: fl
                 break  # what is left is served by the default, off by more than the tolerance
             rules.append(best)
             undecided = [sh for sh in undecided if not best.covers(*sh)]
+        # a default that serves no measured layer would only guess for unmeasured ones: the last
+        # bounded rule, which serves measured layers, becomes the catch-all instead
+        if rules and not any(all(not r.covers(*sh) for r in rules) for sh in shapes):
+            return rules[:-1] + [RuleSpec(rules[-1].schedule)]
         return rules + [RuleSpec(default)]
 
     def cost(rules: list[RuleSpec]) -> tuple[float, int]:
