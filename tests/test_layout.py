@@ -71,11 +71,25 @@ def test_prepack_validation():
         quantgemm.prepack_b(torch.zeros(128, dtype=torch.uint8))
     with pytest.raises(ValueError, match="N > 0 and K > 0"):
         quantgemm.prepack_b(torch.zeros(0, 64, dtype=torch.uint8))
-    with pytest.raises(ValueError, match="N=100 is not supported"):
+    with pytest.raises(ValueError, match="N=100 is not supported: the weight's N must be a multiple of 8"):
         quantgemm.prepack_b(torch.zeros(100, 64, dtype=torch.uint8))
-    with pytest.raises(ValueError, match="K=96 is not supported"):
-        quantgemm.prepack_b(torch.zeros(128, 96, dtype=torch.uint8))
+    with pytest.raises(ValueError, match="K=92 is not supported: the weight's K must be a multiple of 8"):
+        quantgemm.prepack_b(torch.zeros(128, 92, dtype=torch.uint8))
     with pytest.raises(ValueError, match="4-bit codes"):
         quantgemm.prepack_b(torch.full((128, 64), 16, dtype=torch.uint8))
     with pytest.raises(ValueError, match="weight_type"):
         quantgemm.prepack_b(torch.zeros(128, 64, dtype=torch.uint8), weight_type="u3")
+
+
+@pytest.mark.parametrize("n,k", [(136, 72), (576, 320), (8, 8), (200, 4104)])
+def test_partial_blocks_are_padded_with_the_zero_code(n, k):
+    # N and K off the 128 x 64 blocks: padded once at prepack time with code 8 (weight 0)
+    codes = torch.randint(0, 16, (n, k), dtype=torch.uint8)
+    b = quantgemm.prepack_b(codes)
+    assert (b.n, b.k) == (n, k)
+    n_pad, k_pad = -(-n // 128) * 128, -(-k // 64) * 64
+    assert b.data.numel() == n_pad * k_pad // 2
+    padded = torch.full((n_pad, k_pad), 8, dtype=torch.uint8)
+    padded[:n, :k] = codes
+    assert torch.equal(b.data, quantgemm.prepack_b(padded).data)
+    assert torch.equal(quantgemm.unpack_b(b), codes)

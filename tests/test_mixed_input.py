@@ -114,7 +114,7 @@ def check_mm(m, n, k, g, schedule=None, a=None, out=None):
 
 
 @requires_hopper
-@pytest.mark.parametrize("n,k", [(256, 128), (4096, 4096)])
+@pytest.mark.parametrize("n,k", [(256, 128), (4096, 4096), (200, 72)])
 def test_gpu_prepack_equals_host_reference(n, k):
     codes = torch.randint(0, 16, (n, k), dtype=torch.uint8)
     host = quantgemm.prepack_b(codes)
@@ -138,6 +138,22 @@ def test_mm_odd_number_of_k_blocks(schedule, g):
     # K = 5 x 64: a 128-deep stage ends half past K
     for m in (1, 19):
         check_mm(m, 384, 320, g, schedule)
+
+
+@requires_hopper
+@pytest.mark.parametrize("schedule", quantgemm.supported_schedules())
+@pytest.mark.parametrize("n,k,g", [(136, 72, -1), (200, 320, 64)])
+def test_mm_partial_blocks(schedule, n, k, g):
+    # N and K off the 128 x 64 blocks: the weight is padded at prepack time, the scales are not
+    for m in (1, 37):
+        check_mm(m, n, k, g, schedule)
+
+
+@requires_hopper
+@pytest.mark.parametrize("n,k,g", [(576, 7168, 128), (4104, 4104, -1)])
+@pytest.mark.parametrize("m", [1, 16, 64, 300])
+def test_mm_heuristic_on_partial_blocks(m, n, k, g):
+    check_mm(m, n, k, g)
 
 
 @requires_hopper

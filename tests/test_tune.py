@@ -88,7 +88,9 @@ def test_model_shape_sets():
                                         "down": (8192, 14336)}
     assert shapes["llama3-70b-tp4"]["down"] == (8192, 7168)
     assert shapes["qwen2.5-7b"]["qkv"] == (4608, 3584)
-    assert unsupported_reason(576, 7168, 128) is not None  # DeepSeek-V3 kv_a: N needs padding
+    assert unsupported_reason(576, 7168, 128) is None  # DeepSeek-V3 kv_a: N padded at prepack time
+    assert "multiple of 8" in unsupported_reason(100, 7168, 128)
+    assert "group_size" in unsupported_reason(4096, 4096, 96)
     assert unsupported_reason(24576, 1536, 128) is None
 
 

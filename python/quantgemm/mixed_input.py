@@ -19,12 +19,14 @@ from .quantize import group_count
 FAMILY = "u4b8_bf16"
 BLOCK_N = 128  # prepacked block: 128 weight rows ...
 BLOCK_K = 64   # ... by 64 k
+ALIGN = 8      # N and K: rows of bf16 activations and outputs 16-byte aligned for the TMA
 WEIGHT_TYPES = ("u4b8",)
 _STATUS_WORKSPACE_TOO_SMALL = 2
 
 
 class PrepackedWeight:
-    """An [N, K] weight in quantgemm's prepacked layout (docs/layout.md); opaque to users."""
+    """An [N, K] weight in quantgemm's prepacked layout (docs/layout.md), zero-padded to whole blocks
+    (a multiple of 128 rows and 64 columns); opaque to users."""
 
     __slots__ = ("data", "n", "k", "weight_type")
 
@@ -52,16 +54,21 @@ class PrepackedWeight:
 def _check_weight_shape(n: int, k: int) -> None:
     if n <= 0 or k <= 0:
         raise ValueError(f"the weight must have N > 0 and K > 0, got N={n}, K={k}")
-    if n % BLOCK_N != 0:
-        raise ValueError(f"N={n} is not supported: the weight's N must be a multiple of {BLOCK_N}")
-    if k % BLOCK_K != 0:
-        raise ValueError(f"K={k} is not supported: the weight's K must be a multiple of {BLOCK_K}")
+    for name, v in (("N", n), ("K", k)):
+        if v % ALIGN != 0:
+            raise ValueError(f"{name}={v} is not supported: the weight's {name} must be a multiple of {ALIGN} "
+                             f"(activation and output rows must be 16-byte aligned)")
+
+
+def _padded(n: int, k: int) -> tuple[int, int]:
+    """The prepacked shape: N and K rounded up to whole blocks."""
+    return -(-n // BLOCK_N) * BLOCK_N, -(-k // BLOCK_K) * BLOCK_K
 
 
 def _check_group(k: int, group_size: int) -> int:
-    """The number of scale rows; ValueError unless group_size is -1 or a multiple of 64 dividing K."""
+    """The number of scale rows; ValueError unless group_size is -1 (or K) or a multiple of 64 dividing K."""
     groups = group_count(k, group_size)
-    if (k // groups) % BLOCK_K != 0:
+    if groups > 1 and (k // groups) % BLOCK_K != 0:
         raise ValueError(f"group_size must be a multiple of {BLOCK_K} (or -1), got {group_size}")
     return groups
 
@@ -69,7 +76,9 @@ def _check_group(k: int, group_size: int) -> int:
 def prepack_b(w_q: torch.Tensor, weight_type: str = "u4b8") -> PrepackedWeight:
     """Rewrites [N, K] uint8 codes (0..15, one per byte) into the prepacked layout, on w_q's device.
 
-    Runs once per weight, offline: it checks the codes' range, which reads them back.
+    N and K must be multiples of 8; the layout pads them to whole 128 x 64 blocks with the zero
+    code (8), once, here: mm never copies the weight. Runs once per weight, offline: it checks the
+    codes' range, which reads them back.
     """
     if weight_type not in WEIGHT_TYPES:
         raise ValueError(f"weight_type must be one of {WEIGHT_TYPES}, got {weight_type!r}")
@@ -78,23 +87,26 @@ def prepack_b(w_q: torch.Tensor, weight_type: str = "u4b8") -> PrepackedWeight:
     _check_weight_shape(n, k)
     if w_q.numel() and int(w_q.max()) > 15:
         raise ValueError(f"w_q must hold 4-bit codes (0..15), got a maximum of {int(w_q.max())}")
-    codes = w_q.contiguous()
-    packed = torch.empty(n * k // 2, dtype=torch.uint8, device=w_q.device)
+    n_pad, k_pad = _padded(n, k)
+    codes = torch.nn.functional.pad(w_q, (0, k_pad - k, 0, n_pad - n), value=8) if (n_pad, k_pad) != (n, k) \
+        else w_q.contiguous()
+    packed = torch.empty(n_pad * k_pad // 2, dtype=torch.uint8, device=w_q.device)
     if w_q.device.type == "cuda":
         _checks.hopper("prepack_b", w_q.device)
         stream = torch.cuda.current_stream(w_q.device).cuda_stream
-        native().prepack_u4b8(codes.data_ptr(), n, k, packed.data_ptr(), w_q.device.index, stream)
+        native().prepack_u4b8(codes.data_ptr(), n_pad, k_pad, packed.data_ptr(), w_q.device.index, stream)
     else:
-        native().prepack_u4b8_host(codes.data_ptr(), n, k, packed.data_ptr())
+        native().prepack_u4b8_host(codes.data_ptr(), n_pad, k_pad, packed.data_ptr())
     return PrepackedWeight(packed, n, k, weight_type)
 
 
 def unpack_b(b: PrepackedWeight) -> torch.Tensor:
-    """Inverse of prepack_b (host reference): [N, K] uint8 codes on the CPU."""
+    """Inverse of prepack_b (host reference): [N, K] uint8 codes on the CPU, without the padding."""
     data = b.data.cpu().contiguous()
-    codes = torch.empty(b.n, b.k, dtype=torch.uint8)
-    native().unpack_u4b8_host(data.data_ptr(), b.n, b.k, codes.data_ptr())
-    return codes
+    n_pad, k_pad = _padded(b.n, b.k)
+    codes = torch.empty(n_pad, k_pad, dtype=torch.uint8)
+    native().unpack_u4b8_host(data.data_ptr(), n_pad, k_pad, codes.data_ptr())
+    return codes[:b.n, :b.k].contiguous()
 
 
 @functools.lru_cache(maxsize=None)

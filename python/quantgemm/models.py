@@ -58,13 +58,14 @@ DEFAULT_MODELS = ("llama3-8b", "llama3-70b")
 
 
 def unsupported_reason(n: int, k: int, group_size: int) -> str | None:
-    """Why the u4b8 kernels cannot take an N x K weight with this group size yet, if they cannot."""
-    if n % 128:
-        return f"N = {n} is not a multiple of 128 (padding at prepack time is not implemented yet)"
-    if k % 64:
-        return f"K = {k} is not a multiple of 64"
-    if group_size != -1 and k % group_size:
-        return f"K = {k} is not a multiple of the group size {group_size}"
+    """Why the u4b8 kernels cannot take an N x K weight with this group size, if they cannot."""
+    from .mixed_input import _check_group, _check_weight_shape
+
+    try:
+        _check_weight_shape(n, k)
+        _check_group(k, group_size)
+    except ValueError as e:
+        return str(e)
     return None
 
 

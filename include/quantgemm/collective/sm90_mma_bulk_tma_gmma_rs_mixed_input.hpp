@@ -88,11 +88,11 @@ struct Sm90MmaBulkTmaGmmaRsMixedInput {
   };
 
   struct Params {
-    uint8_t const* b;          ///< prepacked weight
-    ElementA const* scales;    ///< [K / group, N]
+    uint8_t const* b;          ///< prepacked weight, zero-padded to k_blocks x 64 columns and whole blocks of rows
+    ElementA const* scales;    ///< [groups, N]
     int N;
-    int K;
-    int group_k_blocks;        ///< group size / 64
+    int k_blocks;              ///< prepacked k-blocks of a block row: ceil(K / 64)
+    int group_k_blocks;        ///< k-blocks a group spans
   };
 
   using Accumulator = decltype(cute::partition_fragment_C(
@@ -115,42 +115,44 @@ struct Sm90MmaBulkTmaGmmaRsMixedInput {
   struct LoadCursor {
     uint8_t const* b;        ///< the next prepacked block of the row
     ElementA const* scales;  ///< the scale row of its group, at the block row's first column
-    int k;                   ///< first k of the next block
+    int kb;                  ///< the next block's k-block
     int group_left;          ///< blocks left in the current group
-    bool inside;             ///< the block row is inside N (the last tile may have fewer)
+    uint32_t scale_bytes;    ///< the row's scale bytes inside N (0: the row lies past N)
   };
 
   /// The cursor of block row blk of tile n_tile at k-block kb (in units of 64 of k).
   CUTE_DEVICE static LoadCursor cursor(Params const& p, int n_tile, int blk, int kb) {
     int const nb = n_tile * kBlocksN + blk;
-    return LoadCursor{p.b + BLayout::block_offset_bytes(nb, kb, p.K),
+    int const rows = p.N - nb * BLayout::kBlockN;
+    return LoadCursor{p.b + BLayout::block_offset_bytes(nb, kb, p.k_blocks * BLayout::kBlockK),
                       p.scales + int64_t(kb / p.group_k_blocks) * p.N + nb * BLayout::kBlockN,
-                      kb * BLayout::kBlockK,
+                      kb,
                       p.group_k_blocks - kb % p.group_k_blocks,
-                      nb < p.N / BLayout::kBlockN};
+                      rows <= 0 ? 0u : uint32_t((rows < BLayout::kBlockN ? rows : BLayout::kBlockN) * sizeof(ElementA))};
   }
 
   /// Weight producer of block row blk (one thread): fills the next stage with the row's weight
   /// blocks and scale rows of the cursor's next kKBlocks k-blocks, stepping the cursor. A row past
-  /// N is not loaded (only arrived for): the rows it would feed are never stored. A k-block past K
-  /// (K an odd number of 64s) repeats the last weight block and scale row against activation
-  /// columns that the TMA fills with zeros, so it adds finite values times zero.
+  /// N is not loaded (only arrived for): the rows it would feed are never stored; of a row that
+  /// straddles N only the scales inside N are (the weight rows past N are zero-padded, and never
+  /// stored either). A k-block past the weight's blocks (an odd number of them) repeats the last
+  /// weight block and scale row against activation columns that the TMA fills with zeros, so it
+  /// adds finite values times zero.
   CUTE_DEVICE static void load(Params const& p, SharedStorage& s, Pipeline& pipe, LoadCursor& c, int blk) {
     int const i = pipe.index;
     cutlass::arch::ClusterBarrier::wait(&s.empty[i], pipe.phase ^ 1u);
-    uint32_t const bytes = c.inside ? kKBlocks * (BLayout::kBlockBytes + kBlockScaleBytes) : 0;
+    uint32_t const bytes = c.scale_bytes ? kKBlocks * (BLayout::kBlockBytes + c.scale_bytes) : 0;
     cutlass::arch::ClusterTransactionBarrier::arrive_and_expect_tx(&s.full[i], bytes);
     CUTE_UNROLL
     for (int kb = 0; kb < kKBlocks; ++kb) {
       int const slot = i * kKBlocks + kb;
-      if (c.inside) {
+      if (c.scale_bytes) {
         cute::SM90_BULK_COPY_G2S::copy(c.b, &s.full[i], s.b.data() + (slot * kBlocksN + blk) * BLayout::kBlockBytes,
                                        BLayout::kBlockBytes);
         cute::SM90_BULK_COPY_G2S::copy(c.scales, &s.full[i], s.scales.data() + slot * TileN + blk * BLayout::kBlockN,
-                                       kBlockScaleBytes);
+                                       c.scale_bytes);
       }
-      c.k += BLayout::kBlockK;
-      if (kKBlocks == 1 || c.k < p.K) {
+      if (kKBlocks == 1 || ++c.kb < p.k_blocks) {
         c.b += BLayout::kBlockBytes;
         if (--c.group_left == 0) {
           c.group_left = p.group_k_blocks;

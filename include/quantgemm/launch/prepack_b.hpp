@@ -3,7 +3,8 @@
            and on the host (the reference, and its inverse for round trips).
 
     codes: [N, K] uint8, row-major, one code (0..15) per byte; packed: N * K / 2 bytes.
-    N % 128 == 0 and K % 64 == 0.
+    N % 128 == 0 and K % 64 == 0: a weight off the blocks is padded with the zero code (8) first
+    (quantgemm.prepack_b does it).
 */
 #pragma once
 

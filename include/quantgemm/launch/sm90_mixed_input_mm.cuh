@@ -87,8 +87,8 @@ LaunchResult launch_sm90_mixed_input_mm(MixedInputMmArgs const& x) {
   p.mainloop.b = static_cast<uint8_t const*>(x.b);
   p.mainloop.scales = static_cast<cutlass::bfloat16_t const*>(x.group_scales);
   p.mainloop.N = x.N;
-  p.mainloop.K = x.K;
-  p.mainloop.group_k_blocks = x.group_size / BLayout::kBlockK;
+  p.mainloop.k_blocks = (x.K + BLayout::kBlockK - 1) / BLayout::kBlockK;
+  p.mainloop.group_k_blocks = x.group_size == x.K ? p.mainloop.k_blocks : x.group_size / BLayout::kBlockK;
   p.work = work;
   p.workspace = static_cast<float*>(x.workspace);
   p.counters = x.counters;
