@@ -152,4 +152,7 @@ U4B8_BF16 = with_rules(Family(
     + (_tile(128, 128), _tile(128, 256)),
 ), RULES_DIR / "u4b8_bf16.json")
 
-FAMILIES: tuple[Family, ...] = (U4B8_BF16,)
+#: u4 weights with a zero point per group and column (AWQ, GPTQ without sym) x bf16 activations.
+U4_BF16 = with_rules(replace(U4B8_BF16, name="u4_bf16", weight="u4", rules=()), RULES_DIR / "u4_bf16.json")
+
+FAMILIES: tuple[Family, ...] = (U4B8_BF16, U4_BF16)

@@ -71,6 +71,21 @@ def test_rejects_bad_out_and_schedule():
         quantgemm.mm(a, b, s, g, schedule="no_such_schedule")
 
 
+def test_zero_points_go_with_u4_weights_only():
+    a, b, s, g = cpu_problem()
+    with pytest.raises(ValueError, match="group_zeros must be None for a u4b8 weight"):
+        quantgemm.mm(a, b, s, g, group_zeros=torch.zeros_like(s))
+    u4 = quantgemm.prepack_b(quantgemm.unpack_b(b), weight_type="u4")
+    with pytest.raises(ValueError, match="group_zeros must be given for a u4 weight"):
+        quantgemm.mm(a, u4, s, g)
+    with pytest.raises(ValueError, match=r"group_zeros must have shape \(2, 128\)"):
+        quantgemm.mm(a, u4, s, g, group_zeros=s[:1])
+    with pytest.raises(TypeError, match="group_zeros must have dtype torch.bfloat16"):
+        quantgemm.mm(a, u4, s, g, group_zeros=s.float())
+    with pytest.raises(ValueError, match="schedule must be one of"):
+        quantgemm.mm(a, u4, s, g, group_zeros=s, schedule=quantgemm.supported_schedules()[0])
+
+
 def test_rejects_cpu_activations():
     a, b, s, g = cpu_problem()
     with pytest.raises(ValueError, match="a must be a CUDA tensor"):
@@ -198,6 +213,39 @@ def test_mm_repeated_calls_are_deterministic():
 
 
 CHAIN_GROUPS = (128, 64, 256, -1)  # one 4096 x 4096 layer per group size
+
+
+@functools.lru_cache(maxsize=None)
+def gpu_weight_u4(n, k, g):
+    """A Gaussian weight quantized with zero points (u4) and prepacked; cached across tests of one shape."""
+    gen = torch.Generator(device="cuda").manual_seed(n * 5 + k + g)
+    w = torch.randn(n, k, device="cuda", dtype=torch.bfloat16, generator=gen) / k ** 0.5 + 0.01
+    w_q, scales, zeros = quantgemm.quantize_u4(w, g)
+    w_deq = reference.dequantize_u4(w_q, scales, zeros, g)
+    return w_q, scales, zeros, quantgemm.prepack_b(w_q, "u4"), w_deq.abs().max().item()
+
+
+def check_mm_u4(m, n, k, g, schedule=None):
+    w_q, scales, zeros, b, w_max = gpu_weight_u4(n, k, g)
+    a = torch.randn(m, k, device="cuda", dtype=torch.bfloat16)
+    out = poison_(torch.empty(m, n, device="cuda", dtype=torch.bfloat16))
+    got = quantgemm.mm(a, b, scales, g, out=out, schedule=schedule, group_zeros=zeros)
+    assert_gemm_close(got, reference.mm_u4(a, w_q, scales, zeros, g), k, a.abs().max().item(), w_max)
+
+
+@requires_hopper
+@pytest.mark.parametrize("schedule", quantgemm.supported_schedules("u4"))
+@pytest.mark.parametrize("n,k,g", [(384, 320, 64), (4096, 4096, 128), (200, 328, -1)])
+def test_mm_u4_matches_reference(schedule, n, k, g):
+    assert schedule.startswith("u4_bf16_")
+    for m in (1, 37, 130):
+        check_mm_u4(m, n, k, g, schedule)
+
+
+@requires_hopper
+@pytest.mark.parametrize("m", M_VALUES)
+def test_mm_u4_heuristic_matches_reference(m):
+    check_mm_u4(m, 28672, 8192, 128)
 
 
 def run_chain(x, layers, outs):

@@ -7,7 +7,7 @@ import torch
 from quantgemm import reference
 from quantgemm.nn import QuantLinear
 from quantgemm.testing import assert_gemm_close
-from test_checkpoint import gptq_layer
+from test_checkpoint import AWQ_ORDER, gptq_layer, pack_along
 
 from conftest import requires_hopper
 
@@ -49,14 +49,51 @@ def test_from_gptq_symmetric_and_refusals():
     x = torch.randn(2, k, dtype=torch.bfloat16)
     want = x.float() @ reference.dequantize_u4b8(q.weight_codes(), q.scales, group).t()
     assert torch.allclose(q(x).float(), want, rtol=2**-7, atol=1e-3)
-    asym = zeros.clone()
-    asym[0, 0] = 3
-    with pytest.raises(NotImplementedError, match="zero points"):
-        QuantLinear.from_gptq(*gptq_layer(n, k, group, asym)[:4])
     with pytest.raises(NotImplementedError, match="act-order"):
         QuantLinear.from_gptq(*gptq_layer(n, k, group, zeros, act_order=True)[:4])
     with pytest.raises(ValueError, match="x must have 256 features"):
         q(torch.randn(2, 255, dtype=torch.bfloat16))
+
+
+def test_from_gptq_asymmetric_is_u4():
+    n, k, group = 128, 256, 64
+    zeros = torch.randint(0, 16, (k // group, n), generator=torch.Generator().manual_seed(3), dtype=torch.uint8)
+    q = QuantLinear.from_gptq(*gptq_layer(n, k, group, zeros)[:4])
+    assert q.weight_type == "u4" and torch.equal(q.zeros, zeros.to(torch.bfloat16))
+    x = torch.randn(2, k, dtype=torch.bfloat16)
+    want = x.float() @ reference.dequantize_u4(q.weight_codes(), q.scales, q.zeros, group).t()
+    assert torch.allclose(q(x).float(), want, rtol=2**-7, atol=1e-3)
+
+
+def awq_layer(n, k, group, seed=1):
+    g = torch.Generator().manual_seed(seed)
+    codes = torch.randint(0, 16, (n, k), generator=g, dtype=torch.uint8)
+    zeros = torch.randint(0, 16, (k // group, n), generator=g, dtype=torch.uint8)
+    scales = (torch.rand(k // group, n, generator=g) + 0.5).half() / 64
+    return pack_along(codes.t(), dim=1, order=AWQ_ORDER), pack_along(zeros, dim=1, order=AWQ_ORDER), scales
+
+
+def test_from_awq_and_from_linear_u4():
+    q = QuantLinear.from_awq(*awq_layer(64, 256, 128))
+    assert q.weight_type == "u4" and set(dict(q.named_buffers())) == {"qweight", "scales", "zeros"}
+    x = torch.randn(3, 256, dtype=torch.bfloat16)
+    want = x.float() @ reference.dequantize_u4(q.weight_codes(), q.scales, q.zeros, 128).t()
+    assert torch.allclose(q(x).float(), want, rtol=2**-7, atol=1e-3)
+    lin = linear()
+    u4 = QuantLinear.from_linear(lin, group_size=64, weight_type="u4")
+    err = (u4(x[:, :192]).float() - lin(x[:, :192]).float()).norm() / lin(x[:, :192]).float().norm()
+    assert 0 < err < 0.15
+    r = QuantLinear(192, 256, group_size=64, bias=True, weight_type="u4")
+    r.load_state_dict(u4.state_dict())
+    assert torch.equal(r(x[:, :192]), u4(x[:, :192]))
+
+
+@requires_hopper
+def test_gpu_forward_of_u4_layers():
+    q = QuantLinear.from_awq(*awq_layer(576, 512, 128)).cuda()
+    x = torch.randn(5, 512, dtype=torch.bfloat16, device="cuda")
+    w = reference.dequantize_u4(q.weight_codes(), q.scales.cpu(), q.zeros.cpu(), 128)
+    assert_gemm_close(q(x), x.float() @ w.cuda().t(), 512, x.abs().max().item(), w.abs().max().item())
 
 
 @requires_hopper

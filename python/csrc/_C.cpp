@@ -92,8 +92,8 @@ std::string select_schedule(std::string const& family, int M, int N, int K) {
 /// 2 the workspace or counters are too small (nothing launched; grow them and call again).
 std::tuple<int, size_t, int, std::string> mm_mixed_input(
     std::string const& family, std::string const& schedule, uintptr_t a, int64_t lda, uintptr_t b,
-    uintptr_t group_scales, uintptr_t out, int64_t ldo, int M, int N, int K, int group_size, uintptr_t workspace,
-    size_t workspace_bytes, uintptr_t counters, int counters_len, int device, uintptr_t stream) {
+    uintptr_t group_scales, uintptr_t group_zeros, uintptr_t out, int64_t ldo, int M, int N, int K, int group_size,
+    uintptr_t workspace, size_t workspace_bytes, uintptr_t counters, int counters_len, int device, uintptr_t stream) {
   MixedInputFamilyTable const table = family_table(family);
   std::string const name = schedule.empty() ? std::string(mixed_input_select(family.c_str(), M, N, K)) : schedule;
   MixedInputMmLaunchFn launch = nullptr;
@@ -111,6 +111,7 @@ std::tuple<int, size_t, int, std::string> mm_mixed_input(
   args.lda = lda;
   args.b = ptr<void const>(b);
   args.group_scales = ptr<void const>(group_scales);
+  args.group_zeros = ptr<void const>(group_zeros);
   args.out = ptr<void>(out);
   args.ldo = ldo;
   args.M = M;

@@ -2,7 +2,7 @@
 
 from ._native import cuda_architectures
 from .mixed_input import Explanation, PrepackedWeight, explain, mm, prepack_b, select_schedule, supported_schedules, unpack_b
-from .quantize import quantize_u4b8
+from .quantize import quantize_u4, quantize_u4b8
 
 __version__ = "0.1.0"
 
@@ -13,6 +13,7 @@ __all__ = [
     "explain",
     "mm",
     "prepack_b",
+    "quantize_u4",
     "quantize_u4b8",
     "select_schedule",
     "supported_schedules",

@@ -1,6 +1,9 @@
-"""Mixed-input GEMM: 4-bit weights prepacked offline, bf16 activations, group scales in the K loop.
+"""Mixed-input GEMM: 4-bit weights prepacked offline, bf16 activations, group scales (and zero
+points) in the K loop.
 
-    out = a @ ((w_q - 8) * group_scales[k // group_size, n])^T        (fp32 accumulation, bf16 out)
+    out = a @ ((w_q - zero) * group_scales[k // group_size, n])^T     (fp32 accumulation, bf16 out)
+
+    zero = 8 for u4b8 weights (GPTQ symmetric), group_zeros[k // group_size, n] for u4 weights.
 """
 
 from __future__ import annotations
@@ -16,11 +19,12 @@ from . import _checks
 from ._native import native
 from .quantize import group_count
 
-FAMILY = "u4b8_bf16"
+FAMILY = "u4b8_bf16"  # the family of the default weight type
+FAMILIES = {"u4b8": "u4b8_bf16", "u4": "u4_bf16"}  # weight type -> kernel family
 BLOCK_N = 128  # prepacked block: 128 weight rows ...
 BLOCK_K = 64   # ... by 64 k
 ALIGN = 8      # N and K: rows of bf16 activations and outputs 16-byte aligned for the TMA
-WEIGHT_TYPES = ("u4b8",)
+WEIGHT_TYPES = tuple(FAMILIES)
 _STATUS_WORKSPACE_TOO_SMALL = 2
 
 
@@ -110,18 +114,24 @@ def unpack_b(b: PrepackedWeight) -> torch.Tensor:
 
 
 @functools.lru_cache(maxsize=None)
-def _compiled_schedules() -> tuple[str, ...]:
-    return tuple(native().schedules(FAMILY))
+def _compiled_schedules(family: str = FAMILY) -> tuple[str, ...]:
+    return tuple(native().schedules(family))
 
 
-def supported_schedules() -> list[str]:
-    """Every compiled schedule of the mixed-input family, each usable as mm(..., schedule=...)."""
-    return list(_compiled_schedules())
+def _family(weight_type: str) -> str:
+    if weight_type not in FAMILIES:
+        raise ValueError(f"weight_type must be one of {WEIGHT_TYPES}, got {weight_type!r}")
+    return FAMILIES[weight_type]
 
 
-def select_schedule(m: int, n: int, k: int) -> str:
+def supported_schedules(weight_type: str = "u4b8") -> list[str]:
+    """Every compiled schedule for weights of `weight_type`, each usable as mm(..., schedule=...)."""
+    return list(_compiled_schedules(_family(weight_type)))
+
+
+def select_schedule(m: int, n: int, k: int, weight_type: str = "u4b8") -> str:
     """The schedule the heuristic picks for an M x N x K problem."""
-    return native().select(FAMILY, m, n, k)
+    return native().select(_family(weight_type), m, n, k)
 
 
 @dataclass
@@ -137,9 +147,10 @@ class Explanation:
     refused: list[str]         #: why no kernel can take the problem
     schedules: dict[str, str]  #: every compiled schedule: picked, able, or why not
     notes: list[str]
+    weight_type: str = "u4b8"
 
     def __str__(self) -> str:
-        lines = [f"quantgemm.mm, u4b8 x bf16, M={self.m} N={self.n} K={self.k} group_size={self.group_size}:"]
+        lines = [f"quantgemm.mm, {self.weight_type} x bf16, M={self.m} N={self.n} K={self.k} group_size={self.group_size}:"]
         if self.schedule:
             lines.append(f"  runs {self.schedule} ({self.rule})")
         lines += [f"  refused: {r}" for r in self.refused] + [f"  note: {x}" for x in self.notes]
@@ -154,7 +165,8 @@ def _rule_holds(condition: str, m: int, n: int, k: int) -> bool:
                                                           for t in terms))
 
 
-def explain(m: int, n: int, k: int, group_size: int = 128, schedule: str | None = None) -> Explanation:
+def explain(m: int, n: int, k: int, group_size: int = 128, schedule: str | None = None,
+            weight_type: str = "u4b8") -> Explanation:
     """Which schedule mm picks for an M x N x K problem and the rule that picks it; for every compiled
     schedule, whether it could serve the problem, and if not, why. Needs no GPU."""
     refused = []
@@ -165,7 +177,8 @@ def explain(m: int, n: int, k: int, group_size: int = 128, schedule: str | None 
             check()
         except ValueError as e:
             refused.append(str(e))
-    compiled = supported_schedules()
+    family = _family(weight_type)
+    compiled = supported_schedules(weight_type)
     if schedule is not None and schedule not in compiled:
         refused.append(f"schedule must be one of {compiled}, got {schedule!r}")
     notes, picked, rule = [], None, None
@@ -175,8 +188,8 @@ def explain(m: int, n: int, k: int, group_size: int = 128, schedule: str | None 
         if schedule is not None:
             picked, rule = schedule, "named by the caller"
         else:
-            picked = select_schedule(m, n, k)
-            condition = next(c for c, name in native().rules(FAMILY) if _rule_holds(c, m, n, k))
+            picked = select_schedule(m, n, k, weight_type)
+            condition = next(c for c, name in native().rules(family) if _rule_holds(c, m, n, k))
             rule = f"rule: {condition or 'any problem'}"
     schedules = {}
     for name in compiled:
@@ -186,7 +199,7 @@ def explain(m: int, n: int, k: int, group_size: int = 128, schedule: str | None 
             schedules[name] = "picked"
         else:
             schedules[name] = "could serve it (every compiled schedule takes every accepted problem)"
-    return Explanation(m, n, k, group_size, picked, rule, refused, schedules, notes)
+    return Explanation(m, n, k, group_size, picked, rule, refused, schedules, notes, weight_type)
 
 
 class _Workspace:
@@ -213,15 +226,20 @@ _workspace = _Workspace()
 
 
 def mm(a: torch.Tensor, b: PrepackedWeight, group_scales: torch.Tensor, group_size: int,
-       out: torch.Tensor | None = None, schedule: str | None = None) -> torch.Tensor:
-    """out[M, N] = a @ ((w_q - 8) * group_scales[k // group_size, n])^T.
+       out: torch.Tensor | None = None, schedule: str | None = None,
+       group_zeros: torch.Tensor | None = None) -> torch.Tensor:
+    """out[M, N] = a @ ((w_q - zero) * group_scales[k // group_size, n])^T, zero = 8 for u4b8 weights
+    and group_zeros[k // group_size, n] for u4 weights.
 
     a: [M, K] bf16 on a Hopper GPU, unit stride along K, row stride a multiple of 8 elements.
     b: prepack_b(w_q) of the [N, K] codes, on a's device.
     group_scales: [K / group_size, N], a's dtype, contiguous.
     group_size: a multiple of 64 dividing K, or -1 for one group over K.
     out: optional [M, N] bf16 destination (same stride rules as a); allocated by torch otherwise.
-    schedule: a name from supported_schedules() to override the heuristic.
+    schedule: a name from supported_schedules(b.weight_type) to override the heuristic.
+    group_zeros: for u4 weights (and only for them), the zero points [K / group_size, N] as integers
+    0..15 in a's dtype, contiguous. The kernel computes (q - zero) exactly in bf16, then multiplies
+    by the scale (rounded once).
     Runs on torch's current stream, without synchronizing the host. The kernel may start while the
     previous kernel on the stream finishes (programmatic dependent launch): it reads a and writes out
     only after that kernel has completed, but starts streaming b and group_scales at once, so a
@@ -245,12 +263,23 @@ def mm(a: torch.Tensor, b: PrepackedWeight, group_scales: torch.Tensor, group_si
     if out is not None:
         _checks.tensor("out", out, dtype=a.dtype, ndim=2)
         _checks.shape("out", out, (m, n))
-    if schedule is not None and schedule not in _compiled_schedules():
-        raise ValueError(f"schedule must be one of {supported_schedules()}, got {schedule!r}")
+    family = _family(b.weight_type)
+    if FAMILIES[b.weight_type] == "u4_bf16":
+        if group_zeros is None:
+            raise ValueError("group_zeros must be given for a u4 weight (zero points per group and column)")
+        _checks.tensor("group_zeros", group_zeros, dtype=a.dtype, ndim=2)
+        _checks.shape("group_zeros", group_zeros, (groups, n))
+        _checks.contiguous("group_zeros", group_zeros)
+    elif group_zeros is not None:
+        raise ValueError(f"group_zeros must be None for a {b.weight_type} weight (its zero point is fixed)")
+    if schedule is not None and schedule not in _compiled_schedules(family):
+        raise ValueError(f"schedule must be one of {supported_schedules(b.weight_type)}, got {schedule!r}")
     _checks.cuda("a", a)
     device = a.device
     _checks.on_device("b", b.data, device)
     _checks.on_device("group_scales", group_scales, device)
+    if group_zeros is not None:
+        _checks.on_device("group_zeros", group_zeros, device)
     if out is None:
         out = torch.empty((m, n), dtype=a.dtype, device=device)
     else:
@@ -261,6 +290,8 @@ def mm(a: torch.Tensor, b: PrepackedWeight, group_scales: torch.Tensor, group_si
     _checks.row_major("a", a)
     _checks.row_major("out", out)
     _checks.aligned16("group_scales", group_scales)
+    if group_zeros is not None:
+        _checks.aligned16("group_zeros", group_zeros)
     _checks.aligned16("b", b.data)
     lda = a.stride(0) if m > 1 else k  # a single row's stride is never used
     ldo = out.stride(0) if m > 1 else n
@@ -268,8 +299,8 @@ def mm(a: torch.Tensor, b: PrepackedWeight, group_scales: torch.Tensor, group_si
     partials, counters = _workspace.get(device, stream)
     for _ in range(2):
         status, need_bytes, need_counters, _name = native().mm_mixed_input(
-            FAMILY, schedule or "", a.data_ptr(), lda, b.data.data_ptr(), group_scales.data_ptr(),
-            out.data_ptr(), ldo, m, n, k, k // groups, partials.data_ptr(), partials.numel(),
+            family, schedule or "", a.data_ptr(), lda, b.data.data_ptr(), group_scales.data_ptr(),
+            0 if group_zeros is None else group_zeros.data_ptr(), out.data_ptr(), ldo, m, n, k, k // groups, partials.data_ptr(), partials.numel(),
             counters.data_ptr(), counters.numel(), device.index, stream)
         if status != _STATUS_WORKSPACE_TOO_SMALL:
             return out

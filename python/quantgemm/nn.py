@@ -5,66 +5,94 @@ from __future__ import annotations
 import torch
 
 from . import checkpoint, reference
-from .mixed_input import PrepackedWeight, mm, prepack_b, unpack_b
-from .quantize import group_count, quantize_u4b8
+from .mixed_input import PrepackedWeight, _padded, mm, prepack_b, unpack_b
+from .quantize import group_count, quantize_u4, quantize_u4b8
 
 
 class QuantLinear(torch.nn.Module):
-    """y = x @ W^T + bias, W = (codes - 8) * scales[k / group_size, n] (u4b8, GPTQ's symmetric format).
+    """y = x @ W^T + bias, W = (codes - zero) * scales[k / group_size, n]: zero = 8 for u4b8 weights
+    (GPTQ's symmetric format), zeros[k / group_size, n] for u4 weights (AWQ, GPTQ without sym).
 
-    The weight lives in buffers, so module.to(device) moves it: `qweight` (the prepacked codes,
-    N * K / 2 bytes), `scales` [K / group_size, N] in the activation dtype (bf16), and `bias` [N] or
-    None. On a Hopper GPU the forward is quantgemm.mm; elsewhere it is the pure-torch reference.
-    Build it with from_linear() (round-to-nearest quantization) or from_gptq().
+    The weight lives in buffers, so module.to(device) moves it: `qweight` (the prepacked codes),
+    `scales` [K / group_size, N] in the activation dtype (bf16), `zeros` (u4 only, the same shape,
+    integer zero points as bf16), and `bias` [N] or None. On a Hopper GPU the forward is
+    quantgemm.mm; elsewhere it is the pure-torch reference. Build it with from_linear()
+    (round-to-nearest quantization), from_gptq() or from_awq().
     """
 
     def __init__(self, in_features: int, out_features: int, group_size: int = 128, bias: bool = False,
-                 device=None, dtype: torch.dtype = torch.bfloat16):
+                 device=None, dtype: torch.dtype = torch.bfloat16, weight_type: str = "u4b8"):
         super().__init__()
         if dtype != torch.bfloat16:
             raise ValueError(f"dtype must be torch.bfloat16 (the activations the kernels take), got {dtype}")
+        if weight_type not in ("u4b8", "u4"):
+            raise ValueError(f"weight_type must be 'u4b8' or 'u4', got {weight_type!r}")
         self.in_features, self.out_features = in_features, out_features
-        self.group_size = group_size
+        self.group_size, self.weight_type = group_size, weight_type
         groups = group_count(in_features, group_size)
-        self.register_buffer("qweight", torch.zeros(out_features * in_features // 2, dtype=torch.uint8, device=device))
+        n_pad, k_pad = _padded(out_features, in_features)
+        self.register_buffer("qweight", torch.zeros(n_pad * k_pad // 2, dtype=torch.uint8, device=device))
         self.register_buffer("scales", torch.ones(groups, out_features, dtype=dtype, device=device))
+        self.register_buffer("zeros", torch.full((groups, out_features), 8, dtype=dtype, device=device)
+                             if weight_type == "u4" else None)
         self.register_buffer("bias", torch.zeros(out_features, dtype=dtype, device=device) if bias else None)
 
     @classmethod
-    def from_linear(cls, linear: torch.nn.Linear, group_size: int = 128) -> "QuantLinear":
-        """Quantizes linear.weight to u4b8 (round to nearest, per-group scales) on its device."""
+    def from_linear(cls, linear: torch.nn.Linear, group_size: int = 128, weight_type: str = "u4b8") -> "QuantLinear":
+        """Quantizes linear.weight (round to nearest, per-group scales; u4 adds per-group zero points)
+        on its device."""
         w = linear.weight.detach()
-        layer = cls(linear.in_features, linear.out_features, group_size, linear.bias is not None, w.device)
-        w_q, scales = quantize_u4b8(w.to(torch.bfloat16), group_size)
-        layer._load(w_q, scales, None if linear.bias is None else linear.bias.detach())
+        layer = cls(linear.in_features, linear.out_features, group_size, linear.bias is not None, w.device,
+                    weight_type=weight_type)
+        bias = None if linear.bias is None else linear.bias.detach()
+        if weight_type == "u4":
+            w_q, scales, zeros = quantize_u4(w.to(torch.bfloat16), group_size)
+            layer._load(w_q, scales, bias, zeros)
+        else:
+            w_q, scales = quantize_u4b8(w.to(torch.bfloat16), group_size)
+            layer._load(w_q, scales, bias)
+        return layer
+
+    @classmethod
+    def from_int4(cls, w: checkpoint.Int4Weights, bias: torch.Tensor | None = None) -> "QuantLinear":
+        """A layer from converted checkpoint weights: u4b8 when every zero point is 8, else u4."""
+        if w.perm is not None:
+            raise NotImplementedError("this layer uses act-order (desc_act): the kernels take checkpoints "
+                                      "without act-order today")
+        n, k = w.codes.shape
+        layer = cls(k, n, w.group_size, bias is not None, w.codes.device,
+                    weight_type="u4b8" if w.zeros is None else "u4")
+        layer._load(w.codes, w.scales, bias, w.zeros)
         return layer
 
     @classmethod
     def from_gptq(cls, qweight: torch.Tensor, qzeros: torch.Tensor, scales: torch.Tensor,
                   g_idx: torch.Tensor | None = None, bias: torch.Tensor | None = None) -> "QuantLinear":
-        """A 4-bit GPTQ layer (docs/checkpoints.md). Symmetric checkpoints without act-order map onto
-        the u4b8 kernels; zero points and act-order are refused until those kernels exist."""
-        w = checkpoint.from_gptq(qweight, qzeros, scales, g_idx)
-        if w.zeros is not None:
-            raise NotImplementedError("this GPTQ layer has zero points other than 8 (sym=False): the "
-                                      "kernels take symmetric (u4b8) checkpoints today")
-        if w.perm is not None:
-            raise NotImplementedError("this GPTQ layer uses act-order (desc_act): the kernels take "
-                                      "checkpoints without act-order today")
-        n, k = w.codes.shape
-        layer = cls(k, n, w.group_size, bias is not None, w.codes.device)
-        layer._load(w.codes, w.scales, bias)
-        return layer
+        """A 4-bit GPTQ layer (docs/checkpoints.md), symmetric or not; act-order is refused until
+        the kernels take it."""
+        return cls.from_int4(checkpoint.from_gptq(qweight, qzeros, scales, g_idx), bias)
 
-    def _load(self, w_q: torch.Tensor, scales: torch.Tensor, bias: torch.Tensor | None) -> None:
-        self.qweight.copy_(prepack_b(w_q).data)
+    @classmethod
+    def from_awq(cls, qweight: torch.Tensor, qzeros: torch.Tensor, scales: torch.Tensor,
+                 bias: torch.Tensor | None = None) -> "QuantLinear":
+        """A 4-bit AWQ layer (GEMM layout, docs/checkpoints.md)."""
+        return cls.from_int4(checkpoint.from_awq(qweight, qzeros, scales), bias)
+
+    def _load(self, w_q: torch.Tensor, scales: torch.Tensor, bias: torch.Tensor | None,
+              zeros: torch.Tensor | None = None) -> None:
+        self.qweight.copy_(prepack_b(w_q, self.weight_type).data)
         self.scales.copy_(scales.to(self.scales.dtype))
+        if self.zeros is not None:
+            self.zeros.copy_(zeros.to(self.zeros.dtype))
         if bias is not None:
             self.bias.copy_(bias.to(self.bias.dtype))
 
+    def _prepacked(self) -> PrepackedWeight:
+        return PrepackedWeight(self.qweight, self.out_features, self.in_features, self.weight_type)
+
     def weight_codes(self) -> torch.Tensor:
         """The [N, K] uint8 codes, unpacked on the CPU."""
-        return unpack_b(PrepackedWeight(self.qweight, self.out_features, self.in_features, "u4b8"))
+        return unpack_b(self._prepacked())
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if x.shape[-1] != self.in_features:
@@ -72,8 +100,9 @@ class QuantLinear(torch.nn.Module):
                              f"{tuple(x.shape)}")
         a = x.reshape(-1, self.in_features)
         if x.is_cuda:
-            b = PrepackedWeight(self.qweight, self.out_features, self.in_features, "u4b8")
-            y = mm(a.contiguous(), b, self.scales, self.group_size)
+            y = mm(a.contiguous(), self._prepacked(), self.scales, self.group_size, group_zeros=self.zeros)
+        elif self.zeros is not None:
+            y = reference.mm_u4(a, self.weight_codes(), self.scales, self.zeros, self.group_size).to(x.dtype)
         else:
             y = reference.mm_u4b8(a, self.weight_codes(), self.scales, self.group_size).to(x.dtype)
         if self.bias is not None:
@@ -81,5 +110,5 @@ class QuantLinear(torch.nn.Module):
         return y.reshape(*x.shape[:-1], self.out_features)
 
     def extra_repr(self) -> str:
-        return (f"in_features={self.in_features}, out_features={self.out_features}, u4b8, "
+        return (f"in_features={self.in_features}, out_features={self.out_features}, {self.weight_type}, "
                 f"group_size={self.group_size}, bias={self.bias is not None}")

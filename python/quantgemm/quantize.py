@@ -40,3 +40,29 @@ def quantize_u4b8(w: torch.Tensor, group_size: int = 128, scale_dtype: torch.dty
     q = torch.round(wf / scales.float().unsqueeze(-1)) + 8
     w_q = q.clamp_(0, 15).to(torch.uint8).reshape(n, k)
     return w_q, scales.t().contiguous()
+
+
+def quantize_u4(w: torch.Tensor, group_size: int = 128, scale_dtype: torch.dtype | None = None):
+    """Asymmetric round-to-nearest 4-bit quantization with a zero point per group and column (the
+    AWQ / GPTQ-without-sym convention).
+
+    w: [N, K] floating weight. Returns (w_q, scales, zeros): w_q [N, K] uint8 codes in 0..15,
+    scales and zeros [K / group_size, N] in `scale_dtype` (default: w's dtype if 16-bit, else
+    bfloat16), the zeros integers 0..15, such that w ~ (w_q - zeros) * scales. Each scale is
+    (max - min) / 15 of its group, rounded to scale_dtype; the zero point is round(-min / scale).
+    """
+    _checks.tensor("w", w, ndim=2)
+    if not w.is_floating_point():
+        raise TypeError(f"w must be a floating-point tensor, got {w.dtype}")
+    n, k = w.shape
+    groups = group_count(k, group_size)
+    if scale_dtype is None:
+        scale_dtype = w.dtype if w.dtype in (torch.bfloat16, torch.float16) else torch.bfloat16
+    wf = w.float().reshape(n, groups, k // groups)
+    lo = wf.amin(dim=-1).clamp(max=0)
+    hi = wf.amax(dim=-1).clamp(min=0)
+    scales = torch.where(hi > lo, (hi - lo) / 15, torch.ones_like(hi)).to(scale_dtype)
+    zeros = torch.round(-lo / scales.float()).clamp_(0, 15)
+    q = torch.round(wf / scales.float().unsqueeze(-1)) + zeros.unsqueeze(-1)
+    w_q = q.clamp_(0, 15).to(torch.uint8).reshape(n, k)
+    return w_q, scales.t().contiguous(), zeros.to(scale_dtype).t().contiguous()

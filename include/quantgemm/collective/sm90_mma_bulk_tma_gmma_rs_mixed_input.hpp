@@ -22,7 +22,7 @@
 #include "cutlass/numeric_types.h"
 
 #include "quantgemm/layout/prepacked_b.hpp"
-#include "quantgemm/numeric/u4b8.hpp"
+#include "quantgemm/numeric/u4.hpp"
 
 namespace quantgemm {
 
@@ -42,6 +42,7 @@ struct PipelineState {
 template <class Weight, class ElementA, int TileN_, int TileM_, int TileK_, int Stages_>
 struct Sm90MmaBulkTmaGmmaRsMixedInput {
   static_assert(cute::is_same_v<ElementA, cutlass::bfloat16_t>, "quantgemm: activations must be bf16 here");
+  static_assert(Weight::kBits == 4, "quantgemm: the mixed-input mainloop converts 4-bit codes");
 
   using BLayout = PrepackedBLayout<Weight>;
   static constexpr int TileN = TileN_;            // weight rows: the wgmma M
@@ -77,12 +78,15 @@ struct Sm90MmaBulkTmaGmmaRsMixedInput {
   static constexpr uint32_t kKBlockActBytes = TileM * BLayout::kBlockK * sizeof(ElementA);
   static constexpr uint32_t kActBytes = kKBlocks * kKBlockActBytes;
   static constexpr uint32_t kBlockScaleBytes = BLayout::kBlockN * sizeof(ElementA);
-  static constexpr uint32_t kStageBytes = kKBlocks * kBlocksN * (BLayout::kBlockBytes + kBlockScaleBytes) + kActBytes;
+  static constexpr bool kGroupZeros = Weight::kGroupZeros;  // a zero-point row beside each scale row
+  static constexpr uint32_t kStageBytes =
+      kKBlocks * kBlocksN * (BLayout::kBlockBytes + (kGroupZeros ? 2 : 1) * kBlockScaleBytes) + kActBytes;
 
   struct SharedStorage {
     cute::array_aligned<ElementA, cute::cosize_v<SmemLayoutAct>, 1024> act;
     cute::array_aligned<uint8_t, Stages * kKBlocks * kBlocksN * BLayout::kBlockBytes, 128> b;  // [stage][kb][blk]
     cute::array_aligned<ElementA, Stages * kKBlocks * TileN, 128> scales;                       // [stage][kb][n]
+    cute::array_aligned<ElementA, kGroupZeros ? Stages * kKBlocks * TileN : 8, 128> zeros;     // [stage][kb][n]
     uint64_t full[Stages];
     uint64_t empty[Stages];
   };
@@ -90,6 +94,7 @@ struct Sm90MmaBulkTmaGmmaRsMixedInput {
   struct Params {
     uint8_t const* b;          ///< prepacked weight, zero-padded to k_blocks x 64 columns and whole blocks of rows
     ElementA const* scales;    ///< [groups, N]
+    ElementA const* zeros;     ///< [groups, N] zero points (weights with group zeros; else unused)
     int N;
     int k_blocks;              ///< prepacked k-blocks of a block row: ceil(K / 64)
     int group_k_blocks;        ///< k-blocks a group spans
@@ -115,6 +120,7 @@ struct Sm90MmaBulkTmaGmmaRsMixedInput {
   struct LoadCursor {
     uint8_t const* b;        ///< the next prepacked block of the row
     ElementA const* scales;  ///< the scale row of its group, at the block row's first column
+    ElementA const* zeros;   ///< the zero-point row likewise (weights with group zeros)
     int kb;                  ///< the next block's k-block
     int group_left;          ///< blocks left in the current group
     uint32_t scale_bytes;    ///< the row's scale bytes inside N (0: the row lies past N)
@@ -124,8 +130,10 @@ struct Sm90MmaBulkTmaGmmaRsMixedInput {
   CUTE_DEVICE static LoadCursor cursor(Params const& p, int n_tile, int blk, int kb) {
     int const nb = n_tile * kBlocksN + blk;
     int const rows = p.N - nb * BLayout::kBlockN;
+    int64_t const row = int64_t(kb / p.group_k_blocks) * p.N + nb * BLayout::kBlockN;
     return LoadCursor{p.b + BLayout::block_offset_bytes(nb, kb, p.k_blocks * BLayout::kBlockK),
-                      p.scales + int64_t(kb / p.group_k_blocks) * p.N + nb * BLayout::kBlockN,
+                      p.scales + row,
+                      kGroupZeros ? p.zeros + row : nullptr,
                       kb,
                       p.group_k_blocks - kb % p.group_k_blocks,
                       rows <= 0 ? 0u : uint32_t((rows < BLayout::kBlockN ? rows : BLayout::kBlockN) * sizeof(ElementA))};
@@ -141,7 +149,7 @@ struct Sm90MmaBulkTmaGmmaRsMixedInput {
   CUTE_DEVICE static void load(Params const& p, SharedStorage& s, Pipeline& pipe, LoadCursor& c, int blk) {
     int const i = pipe.index;
     cutlass::arch::ClusterBarrier::wait(&s.empty[i], pipe.phase ^ 1u);
-    uint32_t const bytes = c.scale_bytes ? kKBlocks * (BLayout::kBlockBytes + c.scale_bytes) : 0;
+    uint32_t const bytes = c.scale_bytes ? kKBlocks * (BLayout::kBlockBytes + (kGroupZeros ? 2 : 1) * c.scale_bytes) : 0;
     cutlass::arch::ClusterTransactionBarrier::arrive_and_expect_tx(&s.full[i], bytes);
     CUTE_UNROLL
     for (int kb = 0; kb < kKBlocks; ++kb) {
@@ -151,12 +159,19 @@ struct Sm90MmaBulkTmaGmmaRsMixedInput {
                                        BLayout::kBlockBytes);
         cute::SM90_BULK_COPY_G2S::copy(c.scales, &s.full[i], s.scales.data() + slot * TileN + blk * BLayout::kBlockN,
                                        c.scale_bytes);
+        if constexpr (kGroupZeros) {
+          cute::SM90_BULK_COPY_G2S::copy(c.zeros, &s.full[i], s.zeros.data() + slot * TileN + blk * BLayout::kBlockN,
+                                         c.scale_bytes);
+        }
       }
       if (kKBlocks == 1 || ++c.kb < p.k_blocks) {
         c.b += BLayout::kBlockBytes;
         if (--c.group_left == 0) {
           c.group_left = p.group_k_blocks;
           c.scales += p.N;
+          if constexpr (kGroupZeros) {
+            c.zeros += p.N;
+          }
         }
       }
     }
@@ -210,6 +225,7 @@ struct Sm90MmaBulkTmaGmmaRsMixedInput {
     // this thread's weight rows in each block: the wgmma A fragment rows g and g + 8 of its warp
     int const row = (ct / 32) * 16 + (ct % 32) / 4;
     uint16_t const* scales = reinterpret_cast<uint16_t const*>(s.scales.data());
+    uint16_t const* zeros = reinterpret_cast<uint16_t const*>(s.zeros.data());
     int pending = 0;  // stages before the current one still read by wgmmas in flight
 
     auto stage = [&](auto buffer) {
@@ -218,6 +234,7 @@ struct Sm90MmaBulkTmaGmmaRsMixedInput {
       cutlass::arch::ClusterTransactionBarrier::wait(&s.full[i], pipe.phase);
       uint4 packed[kKBlocks][kBlocksN];
       __nv_bfloat162 scale[kKBlocks][kBlocksN][4];
+      __nv_bfloat162 offset[kKBlocks][kBlocksN][4];  // -(128 + zero point)
       CUTE_UNROLL
       for (int kb = 0; kb < kKBlocks; ++kb) {
         int const slot = i * kKBlocks + kb;
@@ -234,6 +251,17 @@ struct Sm90MmaBulkTmaGmmaRsMixedInput {
           scale[kb][blk][1] = reinterpret_cast<__nv_bfloat162 const&>(hi2);
           scale[kb][blk][2] = reinterpret_cast<__nv_bfloat162 const&>(lo2);
           scale[kb][blk][3] = reinterpret_cast<__nv_bfloat162 const&>(hi2);
+          if constexpr (kGroupZeros) {
+            offset[kb][blk][0] = offset[kb][blk][2] =
+                Convert4BitToBf16x2::offset_of(zeros[slot * TileN + blk * BLayout::kBlockN + row]);
+            offset[kb][blk][1] = offset[kb][blk][3] =
+                Convert4BitToBf16x2::offset_of(zeros[slot * TileN + blk * BLayout::kBlockN + row + 8]);
+          } else {
+            CUTE_UNROLL
+            for (int r = 0; r < 4; ++r) {
+              offset[kb][blk][r] = Convert4BitToBf16x2::u4b8_offset();
+            }
+          }
         }
       }
       // the wgmmas that read buffer P, kABuffers stages ago, have retired; so has the stage before
@@ -252,7 +280,7 @@ struct Sm90MmaBulkTmaGmmaRsMixedInput {
           for (int j = 0; j < BLayout::kKSteps; ++j) {
             Tensor a = recast<uint32_t>(tCrA[P](_, blk, kb * BLayout::kKSteps + j));
             uint32_t converted[4];
-            ConvertToBf16x2<Weight>::convert(words[j], scale[kb][blk], converted);
+            Convert4BitToBf16x2::convert(words[j], offset[kb][blk], scale[kb][blk], converted);
             CUTE_UNROLL
             for (int r = 0; r < 4; ++r) {
               a(r) = converted[r];

@@ -2,11 +2,13 @@
     \brief Host launcher of the sm90 mixed-input GEMM: raw pointers, sizes, strides and a stream in,
            a status out; nothing throws.
 
-             out[m, n] = sum_k a[m, k] * ((q[n, k] - 8) * s[k / group_size, n])
+             out[m, n] = sum_k a[m, k] * ((q[n, k] - zero) * s[k / group_size, n])
+             (zero = 8 for u4b8, z[k / group_size, n] for u4)
 
     a: [M, K] bf16, row stride lda (elements, a multiple of 8); b: the prepacked weight
-    (layout/prepacked_b.hpp) of an [N, K] u4b8 weight, zero-padded (code 8) to a multiple of 128
-    rows and 64 columns; group_scales: [K / group_size, N] bf16, contiguous; out: [M, N] bf16, row
+    (layout/prepacked_b.hpp) of an [N, K] u4b8 or u4 weight, zero-padded (code 8) to a multiple of
+    128 rows and 64 columns; group_scales (and for u4 group_zeros, integer zero points as bf16):
+    [K / group_size, N] bf16, contiguous; out: [M, N] bf16, row
     stride ldo. N and K multiples of 8; group_size K (one group) or a multiple of 64 dividing K. Stream-K needs scratch: `workspace` (fp32 partials, reused freely) and
     `counters` (int32, zero at rest; the kernel leaves them zero). A launch that needs more than
     given returns kWorkspaceTooSmall with the sizes it needs, launching nothing.
@@ -34,6 +36,7 @@ struct MixedInputMmArgs {
   int64_t lda = 0;
   void const* b = nullptr;
   void const* group_scales = nullptr;
+  void const* group_zeros = nullptr;  ///< [K / group_size, N] bf16 zero points, for weights with group zeros (u4)
   void* out = nullptr;
   int64_t ldo = 0;
   int M = 0;

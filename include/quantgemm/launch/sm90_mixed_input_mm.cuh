@@ -46,7 +46,7 @@ LaunchResult launch_sm90_mixed_input_mm(MixedInputMmArgs const& x) {
   static_assert(Kernel::kSharedBytes <= kSm90SharedMemoryBytes, "shared storage too large");
 
   LaunchResult result;
-  if (!mixed_input_mm_args_valid(x)) {
+  if (!mixed_input_mm_args_valid(x) || (Weight::kGroupZeros && x.M > 0 && x.group_zeros == nullptr)) {
     result.status = Status::kInvalidArgument;
     return result;
   }
@@ -86,6 +86,7 @@ LaunchResult launch_sm90_mixed_input_mm(MixedInputMmArgs const& x) {
   }
   p.mainloop.b = static_cast<uint8_t const*>(x.b);
   p.mainloop.scales = static_cast<cutlass::bfloat16_t const*>(x.group_scales);
+  p.mainloop.zeros = static_cast<cutlass::bfloat16_t const*>(x.group_zeros);
   p.mainloop.N = x.N;
   p.mainloop.k_blocks = (x.K + BLayout::kBlockK - 1) / BLayout::kBlockK;
   p.mainloop.group_k_blocks = x.group_size == x.K ? p.mainloop.k_blocks : x.group_size / BLayout::kBlockK;

@@ -11,7 +11,7 @@
 
     so consumer thread t fetches its whole slice of a block (4 words, one per k16 step) with one
     128-bit shared-memory load, and nibble p holds the thread's value nibble_value(p) of that step
-    (u4b8.hpp), the order the LOP3 converter wants. The GPU prepack kernel, the host reference and
+    (numeric/u4.hpp), the order the LOP3 converter wants. The GPU prepack kernel, the host reference and
     the mainloop all use this struct.
 */
 #pragma once
@@ -21,7 +21,7 @@
 #include "cute/atom/mma_traits_sm90_gmma.hpp"
 #include "cute/layout.hpp"
 
-#include "quantgemm/numeric/u4b8.hpp"
+#include "quantgemm/numeric/u4.hpp"
 
 namespace quantgemm {
 
@@ -91,5 +91,9 @@ struct PrepackedBLayout<u4b8> {
     return (int64_t(nb) * (K / kBlockK) + kb) * kBlockBytes;
   }
 };
+
+/// u4 codes (zero points per group) use the same layout: only the offset the converter subtracts differs.
+template <>
+struct PrepackedBLayout<u4> : PrepackedBLayout<u4b8> {};
 
 }  // namespace quantgemm
