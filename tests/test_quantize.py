@@ -64,3 +64,16 @@ def test_quantize_then_reference_approximates_the_float_matmul():
     want = a @ w.t()
     rel = (got - want).norm() / want.norm()
     assert rel < 0.15  # 4-bit RTN on Gaussian weights: about 0.1
+
+
+def test_quantize_u4_zero_points_and_error():
+    torch.manual_seed(2)
+    w = torch.randn(96, 256) * 0.02 + 0.01  # groups off centre: the zero points move
+    w_q, scales, zeros = quantgemm.quantize_u4(w, 64)
+    assert w_q.dtype == torch.uint8 and int(w_q.max()) <= 15
+    assert scales.shape == zeros.shape == (4, 96) and scales.dtype == zeros.dtype == torch.bfloat16
+    assert torch.equal(zeros, zeros.round()) and zeros.min() >= 0 and zeros.max() <= 15
+    deq = reference.dequantize_u4(w_q, scales, zeros, 64)
+    step = scales.float().repeat_interleave(64, dim=0).t()
+    assert ((deq - w).abs() <= step * 1.01).all()  # at most a step: half from rounding, half from the zero's
+    assert (deq - w).norm() / w.norm() < 0.1

@@ -15,6 +15,19 @@ def group_count(k: int, group_size: int) -> int:
     return k // g
 
 
+def _grouped(w: torch.Tensor, group_size: int, scale_dtype: torch.dtype | None):
+    """w [N, K] checked and viewed as fp32 [N, groups, K / groups]; the scale dtype (default: w's
+    dtype if 16-bit, else bfloat16)."""
+    _checks.tensor("w", w, ndim=2)
+    if not w.is_floating_point():
+        raise TypeError(f"w must be a floating-point tensor, got {w.dtype}")
+    n, k = w.shape
+    groups = group_count(k, group_size)
+    if scale_dtype is None:
+        scale_dtype = w.dtype if w.dtype in (torch.bfloat16, torch.float16) else torch.bfloat16
+    return w.float().reshape(n, groups, k // groups), scale_dtype
+
+
 def quantize_u4b8(w: torch.Tensor, group_size: int = 128, scale_dtype: torch.dtype | None = None):
     """Symmetric round-to-nearest 4-bit quantization, GPTQ's convention (zero point 8).
 
@@ -24,14 +37,8 @@ def quantize_u4b8(w: torch.Tensor, group_size: int = 128, scale_dtype: torch.dty
     scale_dtype (upwards where rounding down would clip) before the codes are chosen, so the codes
     are the nearest under the stored scale: every error is at most half a scale step.
     """
-    _checks.tensor("w", w, ndim=2)
-    if not w.is_floating_point():
-        raise TypeError(f"w must be a floating-point tensor, got {w.dtype}")
+    wf, scale_dtype = _grouped(w, group_size, scale_dtype)
     n, k = w.shape
-    groups = group_count(k, group_size)
-    if scale_dtype is None:
-        scale_dtype = w.dtype if w.dtype in (torch.bfloat16, torch.float16) else torch.bfloat16
-    wf = w.float().reshape(n, groups, k // groups)
     amax = wf.abs().amax(dim=-1)
     scales = torch.where(amax > 0, amax / 7.5, torch.ones_like(amax)).to(scale_dtype)
     # a scale rounded below amax / 7.5 would clip the group's largest value: take the next one up
@@ -51,14 +58,8 @@ def quantize_u4(w: torch.Tensor, group_size: int = 128, scale_dtype: torch.dtype
     bfloat16), the zeros integers 0..15, such that w ~ (w_q - zeros) * scales. Each scale is
     (max - min) / 15 of its group, rounded to scale_dtype; the zero point is round(-min / scale).
     """
-    _checks.tensor("w", w, ndim=2)
-    if not w.is_floating_point():
-        raise TypeError(f"w must be a floating-point tensor, got {w.dtype}")
+    wf, scale_dtype = _grouped(w, group_size, scale_dtype)
     n, k = w.shape
-    groups = group_count(k, group_size)
-    if scale_dtype is None:
-        scale_dtype = w.dtype if w.dtype in (torch.bfloat16, torch.float16) else torch.bfloat16
-    wf = w.float().reshape(n, groups, k // groups)
     lo = wf.amin(dim=-1).clamp(max=0)
     hi = wf.amax(dim=-1).clamp(min=0)
     scales = torch.where(hi > lo, (hi - lo) / 15, torch.ones_like(hi)).to(scale_dtype)
