@@ -84,6 +84,7 @@ class Rule:
 class Family:
     name: str          #: prefix of schedule and function names
     weight: str        #: C++ weight type in namespace quantgemm
+    activation: str = "cutlass::bfloat16_t"  #: C++ type of the activations, scales and output
     rules: tuple[Rule, ...] = field(default_factory=tuple)
     space: tuple[Schedule, ...] = field(default_factory=tuple)  #: every tiling the tuner measures
     rules_source: str = ""  #: where the rules came from (the rules file's "source")
@@ -152,7 +153,15 @@ U4B8_BF16 = with_rules(Family(
     + (_tile(128, 128), _tile(128, 256)),
 ), RULES_DIR / "u4b8_bf16.json")
 
-#: u4 weights with a zero point per group and column (AWQ, GPTQ without sym) x bf16 activations.
-U4_BF16 = with_rules(replace(U4B8_BF16, name="u4_bf16", weight="u4", rules=()), RULES_DIR / "u4_bf16.json")
+# The other weight and activation types run the same mainloop (u4: one more shared-memory row, the
+# zero points, beside each scale row; fp16: other constants in the converter) and take the u4b8 x
+# bf16 rules until they are tuned on their own; a rules file naming one of them replaces its rules.
+_BORROWED = "the u4b8_bf16 rules (the same mainloop), until tuned on its own"
 
-FAMILIES: tuple[Family, ...] = (U4B8_BF16, U4_BF16)
+#: u4 weights with a zero point per group and column (AWQ, GPTQ without sym) x bf16 activations.
+U4_BF16 = replace(U4B8_BF16, name="u4_bf16", weight="u4", rules_source=_BORROWED)
+#: the same two weight types against fp16 activations (and fp16 scales, zero points and output).
+U4B8_FP16 = replace(U4B8_BF16, name="u4b8_fp16", activation="cutlass::half_t", rules_source=_BORROWED)
+U4_FP16 = replace(U4_BF16, name="u4_fp16", activation="cutlass::half_t")
+
+FAMILIES: tuple[Family, ...] = (U4B8_BF16, U4_BF16, U4B8_FP16, U4_FP16)

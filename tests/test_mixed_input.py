@@ -28,8 +28,8 @@ def test_rejects_a_weight_that_is_not_prepacked():
 
 
 @pytest.mark.parametrize("bad,match", [
-    (lambda a: a.float(), "a must have dtype torch.bfloat16"),
-    (lambda a: a.half(), "a must have dtype torch.bfloat16"),
+    (lambda a: a.float(), "a must have dtype torch.bfloat16 or torch.float16"),
+    (lambda a: a.half(), "group_scales must have dtype torch.float16"),
     (lambda a: a[None], "a must be 2-D"),
     (lambda a: a[:, :64], "a must have K=128"),
     (lambda a: [1, 2], "a must be a torch.Tensor"),
@@ -246,6 +246,47 @@ def test_mm_u4_matches_reference(schedule, n, k, g):
 @pytest.mark.parametrize("m", M_VALUES)
 def test_mm_u4_heuristic_matches_reference(m):
     check_mm_u4(m, 28672, 8192, 128)
+
+
+@functools.lru_cache(maxsize=None)
+def gpu_weight_fp16(n, k, g, weight_type):
+    """A Gaussian weight quantized with fp16 scales (and zero points for u4), prepacked."""
+    gen = torch.Generator(device="cuda").manual_seed(n * 3 + k + g)
+    w = torch.randn(n, k, device="cuda", dtype=torch.float16, generator=gen) / k ** 0.5 + 0.01
+    if weight_type == "u4":
+        w_q, scales, zeros = quantgemm.quantize_u4(w, g)
+        w_deq = reference.dequantize_u4(w_q, scales, zeros, g)
+    else:
+        (w_q, scales), zeros = quantgemm.quantize_u4b8(w, g), None
+        w_deq = reference.dequantize_u4b8(w_q, scales, g)
+    return w_q, scales, zeros, quantgemm.prepack_b(w_q, weight_type), w_deq.abs().max().item()
+
+
+def check_mm_fp16(m, n, k, g, weight_type, schedule=None):
+    w_q, scales, zeros, b, w_max = gpu_weight_fp16(n, k, g, weight_type)
+    assert scales.dtype == torch.float16
+    a = torch.randn(m, k, device="cuda", dtype=torch.float16)
+    out = poison_(torch.empty(m, n, device="cuda", dtype=torch.float16))
+    got = quantgemm.mm(a, b, scales, g, out=out, schedule=schedule, group_zeros=zeros)
+    ref = reference.mm_u4(a, w_q, scales, zeros, g) if zeros is not None else reference.mm_u4b8(a, w_q, scales, g)
+    assert_gemm_close(got, ref, k, a.abs().max().item(), w_max)
+
+
+@requires_hopper
+@pytest.mark.parametrize("weight_type", ["u4b8", "u4"])
+@pytest.mark.parametrize("n,k,g", [(384, 320, 64), (4096, 4096, 128)])
+def test_mm_fp16_matches_reference(weight_type, n, k, g):
+    for schedule in quantgemm.supported_schedules(weight_type, torch.float16):
+        assert "_fp16_" in schedule
+        for m in (1, 37, 130):
+            check_mm_fp16(m, n, k, g, weight_type, schedule)
+
+
+@requires_hopper
+@pytest.mark.parametrize("weight_type", ["u4b8", "u4"])
+@pytest.mark.parametrize("m", [1, 16, 64, 257])
+def test_mm_fp16_heuristic_matches_reference(weight_type, m):
+    check_mm_fp16(m, 28672, 8192, 128, weight_type)
 
 
 def run_chain(x, layers, outs):

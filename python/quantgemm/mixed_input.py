@@ -1,5 +1,5 @@
-"""Mixed-input GEMM: 4-bit weights prepacked offline, bf16 activations, group scales (and zero
-points) in the K loop.
+"""Mixed-input GEMM: 4-bit weights prepacked offline, bf16 or fp16 activations, group scales (and
+zero points) in the K loop.
 
     out = a @ ((w_q - zero) * group_scales[k // group_size, n])^T     (fp32 accumulation, bf16 out)
 
@@ -20,11 +20,11 @@ from ._native import native
 from .quantize import group_count
 
 FAMILY = "u4b8_bf16"  # the family of the default weight type
-FAMILIES = {"u4b8": "u4b8_bf16", "u4": "u4_bf16"}  # weight type -> kernel family
+WEIGHT_TYPES = ("u4b8", "u4")  # u4b8: zero point 8; u4: zero points per group and column
+DTYPES = {torch.bfloat16: "bf16", torch.float16: "fp16"}  # activations, scales, zero points, output
 BLOCK_N = 128  # prepacked block: 128 weight rows ...
 BLOCK_K = 64   # ... by 64 k
 ALIGN = 8      # N and K: rows of bf16 activations and outputs 16-byte aligned for the TMA
-WEIGHT_TYPES = tuple(FAMILIES)
 _STATUS_WORKSPACE_TOO_SMALL = 2
 
 
@@ -118,20 +118,24 @@ def _compiled_schedules(family: str = FAMILY) -> tuple[str, ...]:
     return tuple(native().schedules(family))
 
 
-def _family(weight_type: str) -> str:
-    if weight_type not in FAMILIES:
+def _family(weight_type: str, dtype: torch.dtype = torch.bfloat16) -> str:
+    """The kernel family of a weight type and an activation dtype."""
+    if weight_type not in WEIGHT_TYPES:
         raise ValueError(f"weight_type must be one of {WEIGHT_TYPES}, got {weight_type!r}")
-    return FAMILIES[weight_type]
+    if dtype not in DTYPES:
+        raise TypeError(f"dtype must be one of {list(DTYPES)}, got {dtype}")
+    return f"{weight_type}_{DTYPES[dtype]}"
 
 
-def supported_schedules(weight_type: str = "u4b8") -> list[str]:
-    """Every compiled schedule for weights of `weight_type`, each usable as mm(..., schedule=...)."""
-    return list(_compiled_schedules(_family(weight_type)))
+def supported_schedules(weight_type: str = "u4b8", dtype: torch.dtype = torch.bfloat16) -> list[str]:
+    """Every compiled schedule for `weight_type` weights and `dtype` activations, each usable as
+    mm(..., schedule=...)."""
+    return list(_compiled_schedules(_family(weight_type, dtype)))
 
 
-def select_schedule(m: int, n: int, k: int, weight_type: str = "u4b8") -> str:
+def select_schedule(m: int, n: int, k: int, weight_type: str = "u4b8", dtype: torch.dtype = torch.bfloat16) -> str:
     """The schedule the heuristic picks for an M x N x K problem."""
-    return native().select(_family(weight_type), m, n, k)
+    return native().select(_family(weight_type, dtype), m, n, k)
 
 
 @dataclass
@@ -148,9 +152,10 @@ class Explanation:
     schedules: dict[str, str]  #: every compiled schedule: picked, able, or why not
     notes: list[str]
     weight_type: str = "u4b8"
+    dtype: torch.dtype = torch.bfloat16
 
     def __str__(self) -> str:
-        lines = [f"quantgemm.mm, {self.weight_type} x bf16, M={self.m} N={self.n} K={self.k} group_size={self.group_size}:"]
+        lines = [f"quantgemm.mm, {self.weight_type} x {DTYPES.get(self.dtype, self.dtype)}, M={self.m} N={self.n} K={self.k} group_size={self.group_size}:"]
         if self.schedule:
             lines.append(f"  runs {self.schedule} ({self.rule})")
         lines += [f"  refused: {r}" for r in self.refused] + [f"  note: {x}" for x in self.notes]
@@ -166,7 +171,7 @@ def _rule_holds(condition: str, m: int, n: int, k: int) -> bool:
 
 
 def explain(m: int, n: int, k: int, group_size: int = 128, schedule: str | None = None,
-            weight_type: str = "u4b8") -> Explanation:
+            weight_type: str = "u4b8", dtype: torch.dtype = torch.bfloat16) -> Explanation:
     """Which schedule mm picks for an M x N x K problem and the rule that picks it; for every compiled
     schedule, whether it could serve the problem, and if not, why. Needs no GPU."""
     refused = []
@@ -177,8 +182,8 @@ def explain(m: int, n: int, k: int, group_size: int = 128, schedule: str | None 
             check()
         except ValueError as e:
             refused.append(str(e))
-    family = _family(weight_type)
-    compiled = supported_schedules(weight_type)
+    family = _family(weight_type, dtype)
+    compiled = supported_schedules(weight_type, dtype)
     if schedule is not None and schedule not in compiled:
         refused.append(f"schedule must be one of {compiled}, got {schedule!r}")
     notes, picked, rule = [], None, None
@@ -188,7 +193,7 @@ def explain(m: int, n: int, k: int, group_size: int = 128, schedule: str | None 
         if schedule is not None:
             picked, rule = schedule, "named by the caller"
         else:
-            picked = select_schedule(m, n, k, weight_type)
+            picked = select_schedule(m, n, k, weight_type, dtype)
             condition = next(c for c, name in native().rules(family) if _rule_holds(c, m, n, k))
             rule = f"rule: {condition or 'any problem'}"
     schedules = {}
@@ -199,7 +204,7 @@ def explain(m: int, n: int, k: int, group_size: int = 128, schedule: str | None 
             schedules[name] = "picked"
         else:
             schedules[name] = "could serve it (every compiled schedule takes every accepted problem)"
-    return Explanation(m, n, k, group_size, picked, rule, refused, schedules, notes, weight_type)
+    return Explanation(m, n, k, group_size, picked, rule, refused, schedules, notes, weight_type, dtype)
 
 
 class _Workspace:
@@ -231,11 +236,12 @@ def mm(a: torch.Tensor, b: PrepackedWeight, group_scales: torch.Tensor, group_si
     """out[M, N] = a @ ((w_q - zero) * group_scales[k // group_size, n])^T, zero = 8 for u4b8 weights
     and group_zeros[k // group_size, n] for u4 weights.
 
-    a: [M, K] bf16 on a Hopper GPU, unit stride along K, row stride a multiple of 8 elements.
+    a: [M, K] bf16 or fp16 on a Hopper GPU, unit stride along K, row stride a multiple of 8
+    elements; the scales, zero points and output have a's dtype.
     b: prepack_b(w_q) of the [N, K] codes, on a's device.
     group_scales: [K / group_size, N], a's dtype, contiguous.
     group_size: a multiple of 64 dividing K, or -1 for one group over K.
-    out: optional [M, N] bf16 destination (same stride rules as a); allocated by torch otherwise.
+    out: optional [M, N] destination in a's dtype (same stride rules as a); allocated by torch otherwise.
     schedule: a name from supported_schedules(b.weight_type) to override the heuristic.
     group_zeros: for u4 weights (and only for them), the zero points [K / group_size, N] as integers
     0..15 in a's dtype, contiguous. The kernel computes (q - zero) exactly in bf16, then multiplies
@@ -249,7 +255,9 @@ def mm(a: torch.Tensor, b: PrepackedWeight, group_scales: torch.Tensor, group_si
     # what the arguments are, then where they live: the first part needs no GPU
     if not isinstance(b, PrepackedWeight):
         raise TypeError(f"b must be a PrepackedWeight from quantgemm.prepack_b, got {type(b).__name__}")
-    _checks.tensor("a", a, dtype=torch.bfloat16, ndim=2)
+    _checks.tensor("a", a, ndim=2)
+    if a.dtype not in DTYPES:
+        raise TypeError(f"a must have dtype torch.bfloat16 or torch.float16, got {a.dtype}")
     m, k = a.shape
     n = b.n
     if k != b.k:
@@ -263,8 +271,8 @@ def mm(a: torch.Tensor, b: PrepackedWeight, group_scales: torch.Tensor, group_si
     if out is not None:
         _checks.tensor("out", out, dtype=a.dtype, ndim=2)
         _checks.shape("out", out, (m, n))
-    family = _family(b.weight_type)
-    if FAMILIES[b.weight_type] == "u4_bf16":
+    family = _family(b.weight_type, a.dtype)
+    if b.weight_type == "u4":
         if group_zeros is None:
             raise ValueError("group_zeros must be given for a u4 weight (zero points per group and column)")
         _checks.tensor("group_zeros", group_zeros, dtype=a.dtype, ndim=2)
@@ -273,7 +281,7 @@ def mm(a: torch.Tensor, b: PrepackedWeight, group_scales: torch.Tensor, group_si
     elif group_zeros is not None:
         raise ValueError(f"group_zeros must be None for a {b.weight_type} weight (its zero point is fixed)")
     if schedule is not None and schedule not in _compiled_schedules(family):
-        raise ValueError(f"schedule must be one of {supported_schedules(b.weight_type)}, got {schedule!r}")
+        raise ValueError(f"schedule must be one of {supported_schedules(b.weight_type, a.dtype)}, got {schedule!r}")
     _checks.cuda("a", a)
     device = a.device
     _checks.on_device("b", b.data, device)

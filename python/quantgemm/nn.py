@@ -14,8 +14,8 @@ class QuantLinear(torch.nn.Module):
     (GPTQ's symmetric format), zeros[k / group_size, n] for u4 weights (AWQ, GPTQ without sym).
 
     The weight lives in buffers, so module.to(device) moves it: `qweight` (the prepacked codes),
-    `scales` [K / group_size, N] in the activation dtype (bf16), `zeros` (u4 only, the same shape,
-    integer zero points as bf16), and `bias` [N] or None. On a Hopper GPU the forward is
+    `scales` [K / group_size, N] in the activation dtype (bf16 or fp16), `zeros` (u4 only, the same
+    shape, integer zero points in that dtype), and `bias` [N] or None. On a Hopper GPU the forward is
     quantgemm.mm; elsewhere it is the pure-torch reference. Build it with from_linear()
     (round-to-nearest quantization), from_gptq() or from_awq().
     """
@@ -23,8 +23,9 @@ class QuantLinear(torch.nn.Module):
     def __init__(self, in_features: int, out_features: int, group_size: int = 128, bias: bool = False,
                  device=None, dtype: torch.dtype = torch.bfloat16, weight_type: str = "u4b8"):
         super().__init__()
-        if dtype != torch.bfloat16:
-            raise ValueError(f"dtype must be torch.bfloat16 (the activations the kernels take), got {dtype}")
+        if dtype not in (torch.bfloat16, torch.float16):
+            raise ValueError(f"dtype must be torch.bfloat16 or torch.float16 (the activations the kernels take), "
+                             f"got {dtype}")
         if weight_type not in ("u4b8", "u4"):
             raise ValueError(f"weight_type must be 'u4b8' or 'u4', got {weight_type!r}")
         self.in_features, self.out_features = in_features, out_features
@@ -42,41 +43,45 @@ class QuantLinear(torch.nn.Module):
         """Quantizes linear.weight (round to nearest, per-group scales; u4 adds per-group zero points)
         on its device."""
         w = linear.weight.detach()
+        dtype = w.dtype if w.dtype in (torch.bfloat16, torch.float16) else torch.bfloat16
         layer = cls(linear.in_features, linear.out_features, group_size, linear.bias is not None, w.device,
-                    weight_type=weight_type)
+                    dtype, weight_type)
         bias = None if linear.bias is None else linear.bias.detach()
         if weight_type == "u4":
-            w_q, scales, zeros = quantize_u4(w.to(torch.bfloat16), group_size)
+            w_q, scales, zeros = quantize_u4(w.to(dtype), group_size)
             layer._load(w_q, scales, bias, zeros)
         else:
-            w_q, scales = quantize_u4b8(w.to(torch.bfloat16), group_size)
+            w_q, scales = quantize_u4b8(w.to(dtype), group_size)
             layer._load(w_q, scales, bias)
         return layer
 
     @classmethod
-    def from_int4(cls, w: checkpoint.Int4Weights, bias: torch.Tensor | None = None) -> "QuantLinear":
-        """A layer from converted checkpoint weights: u4b8 when every zero point is 8, else u4."""
+    def from_int4(cls, w: checkpoint.Int4Weights, bias: torch.Tensor | None = None,
+                  dtype: torch.dtype = torch.bfloat16) -> "QuantLinear":
+        """A layer from converted checkpoint weights (u4b8 when every zero point is 8, else u4) for
+        activations of `dtype`."""
         if w.perm is not None:
             raise NotImplementedError("this layer uses act-order (desc_act): the kernels take checkpoints "
                                       "without act-order today")
         n, k = w.codes.shape
-        layer = cls(k, n, w.group_size, bias is not None, w.codes.device,
+        layer = cls(k, n, w.group_size, bias is not None, w.codes.device, dtype,
                     weight_type="u4b8" if w.zeros is None else "u4")
         layer._load(w.codes, w.scales, bias, w.zeros)
         return layer
 
     @classmethod
     def from_gptq(cls, qweight: torch.Tensor, qzeros: torch.Tensor, scales: torch.Tensor,
-                  g_idx: torch.Tensor | None = None, bias: torch.Tensor | None = None) -> "QuantLinear":
+                  g_idx: torch.Tensor | None = None, bias: torch.Tensor | None = None,
+                  dtype: torch.dtype = torch.bfloat16) -> "QuantLinear":
         """A 4-bit GPTQ layer (docs/checkpoints.md), symmetric or not; act-order is refused until
         the kernels take it."""
-        return cls.from_int4(checkpoint.from_gptq(qweight, qzeros, scales, g_idx), bias)
+        return cls.from_int4(checkpoint.from_gptq(qweight, qzeros, scales, g_idx), bias, dtype)
 
     @classmethod
     def from_awq(cls, qweight: torch.Tensor, qzeros: torch.Tensor, scales: torch.Tensor,
-                 bias: torch.Tensor | None = None) -> "QuantLinear":
+                 bias: torch.Tensor | None = None, dtype: torch.dtype = torch.bfloat16) -> "QuantLinear":
         """A 4-bit AWQ layer (GEMM layout, docs/checkpoints.md)."""
-        return cls.from_int4(checkpoint.from_awq(qweight, qzeros, scales), bias)
+        return cls.from_int4(checkpoint.from_awq(qweight, qzeros, scales), bias, dtype)
 
     def _load(self, w_q: torch.Tensor, scales: torch.Tensor, bias: torch.Tensor | None,
               zeros: torch.Tensor | None = None) -> None:

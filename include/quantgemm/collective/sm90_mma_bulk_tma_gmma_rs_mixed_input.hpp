@@ -39,9 +39,11 @@ struct PipelineState {
   }
 };
 
-template <class Weight, class ElementA, int TileN_, int TileM_, int TileK_, int Stages_>
+template <class Weight, class ElementA_, int TileN_, int TileM_, int TileK_, int Stages_>
 struct Sm90MmaBulkTmaGmmaRsMixedInput {
-  static_assert(cute::is_same_v<ElementA, cutlass::bfloat16_t>, "quantgemm: activations must be bf16 here");
+  using ElementA = ElementA_;  // activations, scales, zero points and output
+  static_assert(cute::is_same_v<ElementA, cutlass::bfloat16_t> || cute::is_same_v<ElementA, cutlass::half_t>,
+                "quantgemm: activations must be bf16 or fp16");
   static_assert(Weight::kBits == 4, "quantgemm: the mixed-input mainloop converts 4-bit codes");
 
   using BLayout = PrepackedBLayout<Weight>;
@@ -233,8 +235,9 @@ struct Sm90MmaBulkTmaGmmaRsMixedInput {
       int const i = pipe.index;
       cutlass::arch::ClusterTransactionBarrier::wait(&s.full[i], pipe.phase);
       uint4 packed[kKBlocks][kBlocksN];
-      __nv_bfloat162 scale[kKBlocks][kBlocksN][4];
-      __nv_bfloat162 offset[kKBlocks][kBlocksN][4];  // -(128 + zero point)
+      using Convert = Convert4Bit<ElementA>;
+      typename Convert::Pair scale[kKBlocks][kBlocksN][4];
+      typename Convert::Pair offset[kKBlocks][kBlocksN][4];  // -(magic + zero point)
       CUTE_UNROLL
       for (int kb = 0; kb < kKBlocks; ++kb) {
         int const slot = i * kKBlocks + kb;
@@ -244,22 +247,18 @@ struct Sm90MmaBulkTmaGmmaRsMixedInput {
               s.b.data() + (slot * kBlocksN + blk) * BLayout::kBlockBytes + ct * 16);
           uint32_t const lo = scales[slot * TileN + blk * BLayout::kBlockN + row];
           uint32_t const hi = scales[slot * TileN + blk * BLayout::kBlockN + row + 8];
-          uint32_t const lo2 = lo | (lo << 16);
-          uint32_t const hi2 = hi | (hi << 16);
           // registers {a0a1, a2a3, a4a5, a6a7} hold rows {g, g+8, g, g+8}
-          scale[kb][blk][0] = reinterpret_cast<__nv_bfloat162 const&>(lo2);
-          scale[kb][blk][1] = reinterpret_cast<__nv_bfloat162 const&>(hi2);
-          scale[kb][blk][2] = reinterpret_cast<__nv_bfloat162 const&>(lo2);
-          scale[kb][blk][3] = reinterpret_cast<__nv_bfloat162 const&>(hi2);
+          scale[kb][blk][0] = scale[kb][blk][2] = Convert::splat(lo);
+          scale[kb][blk][1] = scale[kb][blk][3] = Convert::splat(hi);
           if constexpr (kGroupZeros) {
             offset[kb][blk][0] = offset[kb][blk][2] =
-                Convert4BitToBf16x2::offset_of(zeros[slot * TileN + blk * BLayout::kBlockN + row]);
+                Convert::offset_of(zeros[slot * TileN + blk * BLayout::kBlockN + row]);
             offset[kb][blk][1] = offset[kb][blk][3] =
-                Convert4BitToBf16x2::offset_of(zeros[slot * TileN + blk * BLayout::kBlockN + row + 8]);
+                Convert::offset_of(zeros[slot * TileN + blk * BLayout::kBlockN + row + 8]);
           } else {
             CUTE_UNROLL
             for (int r = 0; r < 4; ++r) {
-              offset[kb][blk][r] = Convert4BitToBf16x2::u4b8_offset();
+              offset[kb][blk][r] = Convert::u4b8_offset();
             }
           }
         }
@@ -280,7 +279,7 @@ struct Sm90MmaBulkTmaGmmaRsMixedInput {
           for (int j = 0; j < BLayout::kKSteps; ++j) {
             Tensor a = recast<uint32_t>(tCrA[P](_, blk, kb * BLayout::kKSteps + j));
             uint32_t converted[4];
-            Convert4BitToBf16x2::convert(words[j], offset[kb][blk], scale[kb][blk], converted);
+            Convert::convert(words[j], offset[kb][blk], scale[kb][blk], converted);
             CUTE_UNROLL
             for (int r = 0; r < 4; ++r) {
               a(r) = converted[r];

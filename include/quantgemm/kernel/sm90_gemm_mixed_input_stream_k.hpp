@@ -56,7 +56,7 @@ CUTE_DEVICE uint64_t qg_globaltimer() {
 template <class Mainloop_>
 struct Sm90GemmMixedInputStreamK {
   using Mainloop = Mainloop_;
-  using ElementA = cutlass::bfloat16_t;
+  using ElementA = typename Mainloop::ElementA;
   static constexpr int TileN = Mainloop::TileN;
   static constexpr int TileM = Mainloop::TileM;
   static constexpr int kThreads = 128 + Mainloop::kConsumerThreads;

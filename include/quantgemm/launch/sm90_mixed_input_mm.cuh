@@ -17,9 +17,9 @@ namespace quantgemm {
 inline constexpr int kSm90SharedMemoryBytes = 232448;  // 227 KB per block
 
 /// As many stages as fit beside the epilogue tile, at most 32.
-template <class Weight, int TileN, int TileM, int TileK>
+template <class Weight, class Element, int TileN, int TileM, int TileK>
 constexpr int sm90_mixed_input_stages() {
-  using Probe = Sm90MmaBulkTmaGmmaRsMixedInput<Weight, cutlass::bfloat16_t, TileN, TileM, TileK, 1>;
+  using Probe = Sm90MmaBulkTmaGmmaRsMixedInput<Weight, Element, TileN, TileM, TileK, 1>;
   constexpr int kFixed = TileM * TileN * 2 + 2048;
   constexpr int kStages = (kSm90SharedMemoryBytes - kFixed) / int(Probe::kStageBytes + 16);
   return kStages < 32 ? kStages : 32;
@@ -37,10 +37,10 @@ inline bool programmatic_launch_enabled() {
 /// The shortest stream-K range worth its fixup, in k.
 inline constexpr int kMinStreamKDepth = 256;
 
-template <class Weight, int TileN, int TileM, int TileK>
+template <class Weight, class Element, int TileN, int TileM, int TileK>
 LaunchResult launch_sm90_mixed_input_mm(MixedInputMmArgs const& x) {
-  using Mainloop = Sm90MmaBulkTmaGmmaRsMixedInput<Weight, cutlass::bfloat16_t, TileN, TileM, TileK,
-                                                   sm90_mixed_input_stages<Weight, TileN, TileM, TileK>()>;
+  using Mainloop = Sm90MmaBulkTmaGmmaRsMixedInput<Weight, Element, TileN, TileM, TileK,
+                                                   sm90_mixed_input_stages<Weight, Element, TileN, TileM, TileK>()>;
   using BLayout = typename Mainloop::BLayout;
   using Kernel = Sm90GemmMixedInputStreamK<Mainloop>;
   static_assert(Kernel::kSharedBytes <= kSm90SharedMemoryBytes, "shared storage too large");
@@ -73,10 +73,12 @@ LaunchResult launch_sm90_mixed_input_mm(MixedInputMmArgs const& x) {
   }
 
   typename Kernel::Params p;
-  cudaError_t err = make_tma_2d(&p.tma_act, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, x.a, x.M, x.K, x.lda, TileM,
+  constexpr CUtensorMapDataType kTmaType =
+      cute::is_same_v<Element, cutlass::half_t> ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16 : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
+  cudaError_t err = make_tma_2d(&p.tma_act, kTmaType, 2, x.a, x.M, x.K, x.lda, TileM,
                                 BLayout::kBlockK, CU_TENSOR_MAP_SWIZZLE_128B);
   if (err == cudaSuccess) {
-    err = make_tma_2d(&p.tma_out, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, x.out, x.M, x.N, x.ldo, TileM, TileN,
+    err = make_tma_2d(&p.tma_out, kTmaType, 2, x.out, x.M, x.N, x.ldo, TileM, TileN,
                       CU_TENSOR_MAP_SWIZZLE_NONE);
   }
   if (err != cudaSuccess) {
@@ -85,8 +87,8 @@ LaunchResult launch_sm90_mixed_input_mm(MixedInputMmArgs const& x) {
     return result;
   }
   p.mainloop.b = static_cast<uint8_t const*>(x.b);
-  p.mainloop.scales = static_cast<cutlass::bfloat16_t const*>(x.group_scales);
-  p.mainloop.zeros = static_cast<cutlass::bfloat16_t const*>(x.group_zeros);
+  p.mainloop.scales = static_cast<Element const*>(x.group_scales);
+  p.mainloop.zeros = static_cast<Element const*>(x.group_zeros);
   p.mainloop.N = x.N;
   p.mainloop.k_blocks = (x.K + BLayout::kBlockK - 1) / BLayout::kBlockK;
   p.mainloop.group_k_blocks = x.group_size == x.K ? p.mainloop.k_blocks : x.group_size / BLayout::kBlockK;

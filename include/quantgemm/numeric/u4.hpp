@@ -5,21 +5,23 @@
              u4:   value = q - z[k / group, n] (asymmetric: a zero point per group and column, as
                    AWQ and GPTQ without sym store them)
 
-             8 x 4-bit codes in one 32-bit word  ->  4 x bf16x2 holding (q - zero) * s
+             8 x 4-bit codes in one 32-bit word  ->  4 x bf16x2 (or fp16x2) holding (q - zero) * s
 
            The word's nibbles are interleaved: nibble p holds value nibble_value(p), so that
            (word >> 4i) & 0x000f000f selects values 2i and 2i+1, already in the two 16-bit halves
-           of a bf16x2 register. One LOP3 per pair ORs them into the mantissa of 128.0 (bf16 0x4300),
-           giving the exact bf16 128 + q; one packed FMA adds the offset -(128 + zero) (exact: both
-           are small integers), one packed multiply applies the group scale (rounded once, as the
-           reference's bf16((q - zero) * s)).
+           of a packed register. One LOP3 per pair ORs them into the mantissa of a magic number M
+           (bf16 128.0 = 0x4300, fp16 1024.0 = 0x6400), giving exactly M + q; one packed FMA adds
+           the offset -(M + zero) (exact: small integers), one packed multiply applies the group
+           scale (rounded once, as the reference's ((q - zero) * s) rounded to the type).
 */
 #pragma once
 
 #include <cstdint>
 #include <cuda_bf16.h>
+#include <cuda_fp16.h>
 
 #include "cute/config.hpp"
+#include "cutlass/numeric_types.h"
 
 namespace quantgemm {
 
@@ -30,7 +32,7 @@ struct u4b8 {
   static constexpr bool kGroupZeros = false;
 };
 
-/// 4-bit weight code with a zero point per group and column (given to the kernel as bf16 values).
+/// 4-bit weight code with a zero point per group and column (given to the kernel in the activation type).
 struct u4 {
   static constexpr int kBits = 4;
   static constexpr bool kGroupZeros = true;
@@ -49,40 +51,74 @@ CUTE_DEVICE uint32_t lop3_and_or(uint32_t a, uint32_t b, uint32_t c) {
   return d;
 }
 
-/// Converts one interleaved word of eight 4-bit codes into four bf16x2 registers:
-/// out[i] = bf16({(v[2i] + 128 + offset[i].x) * scale[i].x, (v[2i+1] + 128 + offset[i].y) * scale[i].y}),
-/// offset = -(128 + zero point); the sum is exact, the product rounded once.
-struct Convert4BitToBf16x2 {
-  static constexpr uint32_t kMask = 0x000f000fu;
-  static constexpr uint32_t kMagic = 0x43004300u;  // bf16x2 {128, 128}
+/// The bit patterns the converter needs for one 16-bit type: a magic number M whose mantissa has
+/// room for a 4-bit code in its low bits (M | q is exactly M + q), and the packed FMA / multiply.
+template <class Element>
+struct Bits16 {
+  static_assert(sizeof(Element) == 0, "quantgemm: no 4-bit converter for this element type");
+};
 
-  CUTE_DEVICE static void convert(uint32_t word, __nv_bfloat162 const (&offset)[4], __nv_bfloat162 const (&scale)[4],
-                                  uint32_t (&out)[4]) {
-    uint32_t const one_bits = 0x3F803F80u;  // bf16x2 {1, 1}
-    __nv_bfloat162 const one = reinterpret_cast<__nv_bfloat162 const&>(one_bits);
+template <>
+struct Bits16<cutlass::bfloat16_t> {
+  using Pair = __nv_bfloat162;
+  static constexpr uint32_t kMagic = 0x43004300u;     // {128, 128}: 7 mantissa bits, step 1
+  static constexpr uint32_t kOne = 0x3F803F80u;       // {1, 1}
+  static constexpr uint32_t kMinusOne = 0xBF80BF80u;  // {-1, -1}
+  static constexpr uint32_t kMinusMagic = 0xC300C300u;
+  static constexpr uint32_t kU4b8Offset = 0xC308C308u;  // {-136, -136}: -(128 + 8)
+  CUTE_DEVICE static Pair fma(Pair a, Pair b, Pair c) { return __hfma2(a, b, c); }
+  CUTE_DEVICE static Pair mul(Pair a, Pair b) { return __hmul2(a, b); }
+};
+
+template <>
+struct Bits16<cutlass::half_t> {
+  using Pair = __half2;
+  static constexpr uint32_t kMagic = 0x64006400u;     // {1024, 1024}: 10 mantissa bits, step 1
+  static constexpr uint32_t kOne = 0x3C003C00u;
+  static constexpr uint32_t kMinusOne = 0xBC00BC00u;
+  static constexpr uint32_t kMinusMagic = 0xE400E400u;
+  static constexpr uint32_t kU4b8Offset = 0xE408E408u;  // {-1032, -1032}: -(1024 + 8)
+  CUTE_DEVICE static Pair fma(Pair a, Pair b, Pair c) { return __hfma2(a, b, c); }
+  CUTE_DEVICE static Pair mul(Pair a, Pair b) { return __hmul2(a, b); }
+};
+
+/// Converts one interleaved word of eight 4-bit codes into four packed pairs of Element:
+/// out[i] = Element({(v[2i] + M + offset[i].x) * scale[i].x, (v[2i+1] + M + offset[i].y) * scale[i].y}),
+/// offset = -(M + zero point) for the magic number M of the type; the sum is exact, the product
+/// rounded once.
+template <class Element>
+struct Convert4Bit {
+  using B = Bits16<Element>;
+  using Pair = typename B::Pair;
+  static constexpr uint32_t kMask = 0x000f000fu;
+
+  template <class T>
+  CUTE_DEVICE static T bits_as(uint32_t bits) {
+    return reinterpret_cast<T const&>(bits);
+  }
+
+  CUTE_DEVICE static void convert(uint32_t word, Pair const (&offset)[4], Pair const (&scale)[4], uint32_t (&out)[4]) {
+    Pair const one = bits_as<Pair>(B::kOne);
     CUTE_UNROLL
     for (int i = 0; i < 4; ++i) {
-      uint32_t magic = lop3_and_or(word >> (4 * i), kMask, kMagic);                            // 128 + q, exact
-      __nv_bfloat162 v = __hfma2(reinterpret_cast<__nv_bfloat162&>(magic), one, offset[i]);  // q - zero, exact
-      v = __hmul2(v, scale[i]);
+      Pair const magic = bits_as<Pair>(lop3_and_or(word >> (4 * i), kMask, B::kMagic));  // M + q, exact
+      Pair v = B::fma(magic, one, offset[i]);                                            // q - zero, exact
+      v = B::mul(v, scale[i]);
       out[i] = reinterpret_cast<uint32_t&>(v);
     }
   }
 
-  /// bf16x2 {-(128 + z), -(128 + z)} for a zero point z given as a bf16 bit pattern (low half).
-  CUTE_DEVICE static __nv_bfloat162 offset_of(uint32_t zero_bits) {
-    uint32_t const pair = zero_bits | (zero_bits << 16);
-    uint32_t const minus_one_bits = 0xBF80BF80u;   // bf16x2 {-1, -1}
-    uint32_t const minus_128_bits = 0xC300C300u;   // bf16x2 {-128, -128}
-    return __hfma2(reinterpret_cast<__nv_bfloat162 const&>(pair), reinterpret_cast<__nv_bfloat162 const&>(minus_one_bits),
-                   reinterpret_cast<__nv_bfloat162 const&>(minus_128_bits));
+  /// {-(M + z), -(M + z)} for a zero point z given as a bit pattern of Element (low half).
+  CUTE_DEVICE static Pair offset_of(uint32_t zero_bits) {
+    return B::fma(bits_as<Pair>(zero_bits | (zero_bits << 16)), bits_as<Pair>(B::kMinusOne),
+                  bits_as<Pair>(B::kMinusMagic));
   }
 
-  /// The constant offset of u4b8: -(128 + 8).
-  CUTE_DEVICE static __nv_bfloat162 u4b8_offset() {
-    uint32_t const bits = 0xC308C308u;  // bf16x2 {-136, -136}
-    return reinterpret_cast<__nv_bfloat162 const&>(bits);
-  }
+  /// The constant offset of u4b8: -(M + 8).
+  CUTE_DEVICE static Pair u4b8_offset() { return bits_as<Pair>(B::kU4b8Offset); }
+
+  /// {s, s} for a scale given as a bit pattern of Element (low half).
+  CUTE_DEVICE static Pair splat(uint32_t bits) { return bits_as<Pair>(bits | (bits << 16)); }
 };
 
 }  // namespace quantgemm
