@@ -84,10 +84,10 @@ class Rule:
 class Family:
     name: str          #: prefix of schedule and function names
     weight: str        #: C++ weight type in namespace quantgemm
-    activation: str = "cutlass::bfloat16_t"  #: C++ type of the activations, scales and output
     rules: tuple[Rule, ...] = field(default_factory=tuple)
     space: tuple[Schedule, ...] = field(default_factory=tuple)  #: every tiling the tuner measures
     rules_source: str = ""  #: where the rules came from (the rules file's "source")
+    activation: str = "cutlass::bfloat16_t"  #: C++ type of the activations, scales and output
 
     def schedules(self) -> list[Schedule]:
         """The schedules the rules name: what a default build compiles."""

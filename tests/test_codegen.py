@@ -124,7 +124,7 @@ def test_rules_file_round_trips_and_replaces_the_committed_one(tmp_path):
     path.write_text(rules_json([_spec(r) for r in other], "test"))
     assert load_rules(path, U4B8_BF16.name) == tuple(other)
     files = generate.render(rules_files=[path])
-    assert sorted(f for f in files if f.startswith("mm_u4b8_")) == [
+    assert sorted(f for f in files if f.startswith("mm_u4b8_bf16_")) == [
         "mm_u4b8_bf16_128x256x64_c1x1x1.cu", "mm_u4b8_bf16_256x16x128_c1x1x1.cu"]
     assert "M <= 16" in files["dispatch.cpp"]
 
