@@ -1,7 +1,7 @@
 """Mixed-input GEMM: 4-bit weights prepacked offline, bf16 or fp16 activations, group scales (and
 zero points) in the K loop.
 
-    out = a @ ((w_q - zero) * group_scales[k // group_size, n])^T     (fp32 accumulation, bf16 out)
+    out = a @ ((w_q - zero) * group_scales[k // group_size, n])^T     (fp32 accumulation, out in a's dtype)
 
     zero = 8 for u4b8 weights (GPTQ symmetric), group_zeros[k // group_size, n] for u4 weights.
 """
@@ -24,7 +24,7 @@ WEIGHT_TYPES = ("u4b8", "u4")  # u4b8: zero point 8; u4: zero points per group a
 DTYPES = {torch.bfloat16: "bf16", torch.float16: "fp16"}  # activations, scales, zero points, output
 BLOCK_N = 128  # prepacked block: 128 weight rows ...
 BLOCK_K = 64   # ... by 64 k
-ALIGN = 8      # N and K: rows of bf16 activations and outputs 16-byte aligned for the TMA
+ALIGN = 8      # N and K: rows of 16-bit activations and outputs 16-byte aligned for the TMA
 _STATUS_WORKSPACE_TOO_SMALL = 2
 
 
@@ -155,7 +155,8 @@ class Explanation:
     dtype: torch.dtype = torch.bfloat16
 
     def __str__(self) -> str:
-        lines = [f"quantgemm.mm, {self.weight_type} x {DTYPES.get(self.dtype, self.dtype)}, M={self.m} N={self.n} K={self.k} group_size={self.group_size}:"]
+        kind = f"{self.weight_type} x {DTYPES.get(self.dtype, self.dtype)}"
+        lines = [f"quantgemm.mm, {kind}, M={self.m} N={self.n} K={self.k} group_size={self.group_size}:"]
         if self.schedule:
             lines.append(f"  runs {self.schedule} ({self.rule})")
         lines += [f"  refused: {r}" for r in self.refused] + [f"  note: {x}" for x in self.notes]
