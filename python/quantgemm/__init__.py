@@ -1,5 +1,6 @@
 """quantgemm: quantized GEMMs for Hopper GPUs."""
 
+from . import ops  # registers the torch.library operators
 from ._native import cuda_architectures
 from .mixed_input import Explanation, PrepackedWeight, explain, mm, prepack_b, select_schedule, supported_schedules, unpack_b
 from .quantize import quantize_u4, quantize_u4b8

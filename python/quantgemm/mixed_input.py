@@ -231,29 +231,11 @@ class _Workspace:
 _workspace = _Workspace()
 
 
-def mm(a: torch.Tensor, b: PrepackedWeight, group_scales: torch.Tensor, group_size: int,
-       out: torch.Tensor | None = None, schedule: str | None = None,
-       group_zeros: torch.Tensor | None = None) -> torch.Tensor:
-    """out[M, N] = a @ ((w_q - zero) * group_scales[k // group_size, n])^T, zero = 8 for u4b8 weights
-    and group_zeros[k // group_size, n] for u4 weights.
-
-    a: [M, K] bf16 or fp16 on a Hopper GPU, unit stride along K, row stride a multiple of 8
-    elements; the scales, zero points and output have a's dtype.
-    b: prepack_b(w_q) of the [N, K] codes, on a's device.
-    group_scales: [K / group_size, N], a's dtype, contiguous.
-    group_size: a multiple of 64 dividing K, or -1 for one group over K.
-    out: optional [M, N] destination in a's dtype (same stride rules as a); allocated by torch otherwise.
-    schedule: a name from supported_schedules(b.weight_type) to override the heuristic.
-    group_zeros: for u4 weights (and only for them), the zero points [K / group_size, N] as integers
-    0..15 in a's dtype, contiguous. The kernel computes (q - zero) exactly in bf16, then multiplies
-    by the scale (rounded once).
-    Runs on torch's current stream, without synchronizing the host. The kernel may start while the
-    previous kernel on the stream finishes (programmatic dependent launch): it reads a and writes out
-    only after that kernel has completed, but starts streaming b and group_scales at once, so a
-    kernel that writes those two and lets its dependents launch early must not directly precede
-    it (QUANTGEMM_PDL=0 in the environment turns the overlap off).
-    """
-    # what the arguments are, then where they live: the first part needs no GPU
+def check_mm_args(a: torch.Tensor, b: PrepackedWeight, group_scales: torch.Tensor, group_size: int,
+                  out: torch.Tensor | None = None, schedule: str | None = None,
+                  group_zeros: torch.Tensor | None = None) -> tuple[str, int, int]:
+    """mm's checks of what the arguments are (types, dtypes, shapes, layouts; not where they live):
+    they need no GPU and run on fake tensors too. Returns (kernel family, M, N)."""
     if not isinstance(b, PrepackedWeight):
         raise TypeError(f"b must be a PrepackedWeight from quantgemm.prepack_b, got {type(b).__name__}")
     _checks.tensor("a", a, ndim=2)
@@ -283,6 +265,33 @@ def mm(a: torch.Tensor, b: PrepackedWeight, group_scales: torch.Tensor, group_si
         raise ValueError(f"group_zeros must be None for a {b.weight_type} weight (its zero point is fixed)")
     if schedule is not None and schedule not in _compiled_schedules(family):
         raise ValueError(f"schedule must be one of {supported_schedules(b.weight_type, a.dtype)}, got {schedule!r}")
+    return family, m, n
+
+
+def mm(a: torch.Tensor, b: PrepackedWeight, group_scales: torch.Tensor, group_size: int,
+       out: torch.Tensor | None = None, schedule: str | None = None,
+       group_zeros: torch.Tensor | None = None) -> torch.Tensor:
+    """out[M, N] = a @ ((w_q - zero) * group_scales[k // group_size, n])^T, zero = 8 for u4b8 weights
+    and group_zeros[k // group_size, n] for u4 weights.
+
+    a: [M, K] bf16 or fp16 on a Hopper GPU, unit stride along K, row stride a multiple of 8
+    elements; the scales, zero points and output have a's dtype.
+    b: prepack_b(w_q) of the [N, K] codes, on a's device.
+    group_scales: [K / group_size, N], a's dtype, contiguous.
+    group_size: a multiple of 64 dividing K, or -1 for one group over K.
+    out: optional [M, N] destination in a's dtype (same stride rules as a); allocated by torch otherwise.
+    schedule: a name from supported_schedules(b.weight_type) to override the heuristic.
+    group_zeros: for u4 weights (and only for them), the zero points [K / group_size, N] as integers
+    0..15 in a's dtype, contiguous. The kernel computes (q - zero) exactly in bf16, then multiplies
+    by the scale (rounded once).
+    Runs on torch's current stream, without synchronizing the host. The kernel may start while the
+    previous kernel on the stream finishes (programmatic dependent launch): it reads a and writes out
+    only after that kernel has completed, but starts streaming b and group_scales at once, so a
+    kernel that writes those two and lets its dependents launch early must not directly precede
+    it (QUANTGEMM_PDL=0 in the environment turns the overlap off).
+    """
+    family, m, n = check_mm_args(a, b, group_scales, group_size, out, schedule, group_zeros)
+    k, groups = b.k, group_scales.shape[0]
     _checks.cuda("a", a)
     device = a.device
     _checks.on_device("b", b.data, device)
@@ -309,8 +318,8 @@ def mm(a: torch.Tensor, b: PrepackedWeight, group_scales: torch.Tensor, group_si
     for _ in range(2):
         status, need_bytes, need_counters, _name = native().mm_mixed_input(
             family, schedule or "", a.data_ptr(), lda, b.data.data_ptr(), group_scales.data_ptr(),
-            0 if group_zeros is None else group_zeros.data_ptr(), out.data_ptr(), ldo, m, n, k, k // groups, partials.data_ptr(), partials.numel(),
-            counters.data_ptr(), counters.numel(), device.index, stream)
+            0 if group_zeros is None else group_zeros.data_ptr(), out.data_ptr(), ldo, m, n, k, k // groups,
+            partials.data_ptr(), partials.numel(), counters.data_ptr(), counters.numel(), device.index, stream)
         if status != _STATUS_WORKSPACE_TOO_SMALL:
             return out
         partials, counters = _workspace.get(device, stream, need_bytes, need_counters)

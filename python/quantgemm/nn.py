@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import torch
 
-from . import checkpoint, reference
-from .mixed_input import PrepackedWeight, _padded, mm, prepack_b, unpack_b
+from . import checkpoint, ops
+from .mixed_input import PrepackedWeight, _padded, prepack_b, unpack_b
 from .quantize import group_count, quantize_u4, quantize_u4b8
 
 
@@ -103,13 +103,11 @@ class QuantLinear(torch.nn.Module):
         if x.shape[-1] != self.in_features:
             raise ValueError(f"x must have {self.in_features} features in its last dimension, got shape "
                              f"{tuple(x.shape)}")
-        a = x.reshape(-1, self.in_features)
-        if x.is_cuda:
-            y = mm(a.contiguous(), self._prepacked(), self.scales, self.group_size, group_zeros=self.zeros)
-        elif self.zeros is not None:
-            y = reference.mm_u4(a, self.weight_codes(), self.scales, self.zeros, self.group_size).to(x.dtype)
-        else:
-            y = reference.mm_u4b8(a, self.weight_codes(), self.scales, self.group_size).to(x.dtype)
+        a = x.reshape(-1, self.in_features).contiguous()
+        # one operator (quantgemm.ops): the kernel on a GPU, the reference on the CPU, and a single
+        # node to torch.compile
+        y = ops.mm(a, self.qweight, self.out_features, self.in_features, self.weight_type, self.scales,
+                   self.group_size, self.zeros)
         if self.bias is not None:
             y = y + self.bias
         return y.reshape(*x.shape[:-1], self.out_features)

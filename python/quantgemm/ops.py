@@ -1,0 +1,60 @@
+"""quantgemm's operators registered with torch.library, so that torch.compile traces them as single
+ops (no graph break) and CUDA graphs capture them.
+
+    torch.ops.quantgemm.mm(a, b_data, n, k, weight_type, group_scales, group_size, group_zeros, schedule)
+    torch.ops.quantgemm.prepack_b(w_q, weight_type)
+
+The prepacked weight travels as its data tensor plus (n, k, weight_type), since an op's arguments
+are tensors and scalars. On a CUDA device the ops run the kernels; on the CPU, the pure-torch
+reference (the same path QuantLinear takes there). The fake (meta) implementations run the eager
+argument checks, so a bad call fails the same way while tracing.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from . import _checks, mixed_input, reference
+from .mixed_input import PrepackedWeight
+
+
+def _reference_mm(a, b: PrepackedWeight, group_scales, group_size, group_zeros):
+    codes = mixed_input.unpack_b(b).to(a.device)
+    if group_zeros is not None:
+        return reference.mm_u4(a, codes, group_scales, group_zeros, group_size).to(a.dtype)
+    return reference.mm_u4b8(a, codes, group_scales, group_size).to(a.dtype)
+
+
+@torch.library.custom_op("quantgemm::mm", mutates_args=())
+def mm(a: torch.Tensor, b_data: torch.Tensor, n: int, k: int, weight_type: str, group_scales: torch.Tensor,
+       group_size: int, group_zeros: torch.Tensor | None = None, schedule: str | None = None) -> torch.Tensor:
+    """quantgemm.mm as an operator: out [M, N] in a's dtype."""
+    b = PrepackedWeight(b_data, n, k, weight_type)
+    if a.is_cuda:
+        return mixed_input.mm(a, b, group_scales, group_size, schedule=schedule, group_zeros=group_zeros)
+    mixed_input.check_mm_args(a, b, group_scales, group_size, None, schedule, group_zeros)
+    return _reference_mm(a, b, group_scales, group_size, group_zeros)
+
+
+@mm.register_fake
+def _(a, b_data, n, k, weight_type, group_scales, group_size, group_zeros=None, schedule=None):
+    _, m, n = mixed_input.check_mm_args(a, PrepackedWeight(b_data, n, k, weight_type), group_scales, group_size,
+                                        None, schedule, group_zeros)
+    return a.new_empty((m, n))
+
+
+@torch.library.custom_op("quantgemm::prepack_b", mutates_args=())
+def prepack_b(w_q: torch.Tensor, weight_type: str = "u4b8") -> torch.Tensor:
+    """quantgemm.prepack_b as an operator: the prepacked data (N and K padded to whole blocks)."""
+    return mixed_input.prepack_b(w_q, weight_type).data
+
+
+@prepack_b.register_fake
+def _(w_q, weight_type="u4b8"):
+    if weight_type not in mixed_input.WEIGHT_TYPES:
+        raise ValueError(f"weight_type must be one of {mixed_input.WEIGHT_TYPES}, got {weight_type!r}")
+    _checks.tensor("w_q", w_q, dtype=torch.uint8, ndim=2)
+    n, k = w_q.shape
+    mixed_input._check_weight_shape(n, k)
+    n_pad, k_pad = mixed_input._padded(n, k)
+    return w_q.new_empty((n_pad * k_pad // 2,))

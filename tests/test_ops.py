@@ -1,0 +1,106 @@
+"""quantgemm's torch.library operators: opcheck, fake implementations that refuse what eager
+refuses, torch.compile(fullgraph=True) of QuantLinear stacks, and (on a Hopper GPU) CUDA-graph
+capture on a side stream."""
+
+import pytest
+import torch
+from torch._subclasses.fake_tensor import FakeTensorMode
+
+import quantgemm
+from quantgemm import reference
+from quantgemm.nn import QuantLinear
+
+from conftest import requires_hopper
+
+
+def problem(weight_type="u4b8", dtype=torch.bfloat16, m=5, n=136, k=192, g=64, device="cpu", seed=0):
+    torch.manual_seed(seed)
+    w = (torch.randn(n, k) / k ** 0.5).to(dtype)
+    if weight_type == "u4":
+        w_q, scales, zeros = quantgemm.quantize_u4(w, g)
+    else:
+        (w_q, scales), zeros = quantgemm.quantize_u4b8(w, g), None
+    b = quantgemm.prepack_b(w_q.to(device), weight_type)
+    a = torch.randn(m, k, dtype=dtype, device=device)
+    zeros = None if zeros is None else zeros.to(device)
+    args = (a, b.data, n, k, weight_type, scales.to(device), g, zeros, None)
+    return args, w_q
+
+
+@pytest.mark.parametrize("weight_type", ["u4b8", "u4"])
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_mm_op_is_the_reference_on_cpu(weight_type, dtype):
+    args, w_q = problem(weight_type, dtype)
+    a, _, _, _, _, scales, g, zeros, _ = args
+    got = torch.ops.quantgemm.mm(*args)
+    want = (reference.mm_u4(a, w_q, scales, zeros, g) if zeros is not None
+            else reference.mm_u4b8(a, w_q, scales, g)).to(dtype)
+    assert got.dtype == dtype and torch.equal(got, want)
+
+
+@pytest.mark.parametrize("weight_type", ["u4b8", "u4"])
+def test_opcheck(weight_type):
+    args, w_q = problem(weight_type)
+    torch.library.opcheck(torch.ops.quantgemm.mm.default, args)
+    torch.library.opcheck(torch.ops.quantgemm.prepack_b.default, (w_q, weight_type))
+
+
+def test_fake_implementations_refuse_what_eager_refuses():
+    args, w_q = problem()
+    bad = (args[0].float(),) + args[1:]
+    with pytest.raises(TypeError, match="a must have dtype torch.bfloat16 or torch.float16"):
+        torch.ops.quantgemm.mm(*bad)
+    with FakeTensorMode() as mode:
+        fake = tuple(mode.from_tensor(x) if isinstance(x, torch.Tensor) else x for x in bad)
+        with pytest.raises(TypeError, match="a must have dtype torch.bfloat16 or torch.float16"):
+            torch.ops.quantgemm.mm(*fake)
+        out = torch.ops.quantgemm.mm(*(mode.from_tensor(x) if isinstance(x, torch.Tensor) else x for x in args))
+        assert out.shape == (5, 136) and out.dtype == torch.bfloat16
+        with pytest.raises(ValueError, match="N=100 is not supported"):
+            torch.ops.quantgemm.prepack_b(mode.from_tensor(torch.zeros(100, 64, dtype=torch.uint8)))
+        assert torch.ops.quantgemm.prepack_b(mode.from_tensor(w_q)).shape == (256 * 192 // 2,)
+
+
+def stack(device="cpu"):
+    torch.manual_seed(1)
+    layers = [torch.nn.Linear(256, 384, dtype=torch.bfloat16), torch.nn.Linear(384, 256, dtype=torch.bfloat16)]
+    return torch.nn.Sequential(QuantLinear.from_linear(layers[0], 128),
+                               torch.nn.ReLU(),
+                               QuantLinear.from_linear(layers[1], 64, weight_type="u4")).to(device)
+
+
+def test_compile_fullgraph_matches_eager_on_cpu():
+    model = stack()
+    x = torch.randn(3, 7, 256, dtype=torch.bfloat16)
+    compiled = torch.compile(model, fullgraph=True, backend="aot_eager", dynamic=True)
+    assert torch.equal(compiled(x), model(x))
+    assert torch.equal(compiled(x[:, :2]), model(x[:, :2]))  # another M, no recompilation needed
+
+
+@requires_hopper
+def test_opcheck_and_compile_on_the_gpu():
+    args, _ = problem("u4", device="cuda", m=9)
+    torch.library.opcheck(torch.ops.quantgemm.mm.default, args)
+    model = stack("cuda")
+    x = torch.randn(4, 256, dtype=torch.bfloat16, device="cuda")
+    compiled = torch.compile(model, fullgraph=True)
+    assert torch.equal(compiled(x), model(x))
+
+
+@requires_hopper
+def test_cuda_graph_on_a_side_stream_replays_eager():
+    model = stack("cuda")
+    x = torch.randn(6, 256, dtype=torch.bfloat16, device="cuda")
+    eager = model(x)
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.stream(stream):
+        model(x)  # the capturing stream's workspace
+        with torch.cuda.graph(graph, stream=stream):
+            y = model(x)
+    torch.cuda.current_stream().wait_stream(stream)
+    y.fill_(float("nan"))
+    graph.replay()
+    torch.cuda.synchronize()
+    assert torch.equal(y, eager)
