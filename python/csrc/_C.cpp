@@ -94,14 +94,9 @@ std::tuple<int, size_t, int, std::string> mm_mixed_input(
     std::string const& family, std::string const& schedule, uintptr_t a, int64_t lda, uintptr_t b,
     uintptr_t group_scales, uintptr_t group_zeros, uintptr_t out, int64_t ldo, int M, int N, int K, int group_size,
     uintptr_t workspace, size_t workspace_bytes, uintptr_t counters, int counters_len, int device, uintptr_t stream) {
-  MixedInputFamilyTable const table = family_table(family);
+  family_table(family);
   std::string const name = schedule.empty() ? std::string(mixed_input_select(family.c_str(), M, N, K)) : schedule;
-  MixedInputMmLaunchFn launch = nullptr;
-  for (int i = 0; i < table.size; ++i) {
-    if (name == table.entries[i].name) {
-      launch = table.entries[i].launch;
-    }
-  }
+  MixedInputMmLaunchFn const launch = mixed_input_launcher(family.c_str(), name.c_str());
   if (launch == nullptr) {
     throw std::invalid_argument("quantgemm: schedule '" + name + "' is not compiled for " + family);
   }
@@ -150,7 +145,7 @@ void stream_read_probe(uintptr_t src, int64_t bytes, uintptr_t sink, int device,
 
 NB_MODULE(_C, m) {
   m.doc() = "quantgemm native kernels (raw-pointer bindings; use the quantgemm package)";
-  m.attr("cuda_architectures") = QUANTGEMM_CUDA_ARCHITECTURES;
+  m.attr("cuda_architectures") = built_cuda_architectures();
   m.def("schedules", &schedules, nb::arg("family"));
   m.def("select", &select_schedule, nb::arg("family"), nb::arg("M"), nb::arg("N"), nb::arg("K"));
   m.def("rules", &dispatch_rules, nb::arg("family"));

@@ -20,8 +20,6 @@
 
 #include <cuda_runtime.h>
 
-#include "quantgemm/kernel/stream_k.hpp"
-
 namespace quantgemm {
 
 enum class Status : int {
