@@ -3,6 +3,7 @@
 from . import ops  # registers the torch.library operators
 from ._native import cuda_architectures
 from .mixed_input import Explanation, PrepackedWeight, explain, mm, prepack_b, select_schedule, supported_schedules, unpack_b
+from .nn import quantize_model
 from .quantize import quantize_u4, quantize_u4b8
 
 __version__ = "0.1.0"
@@ -14,6 +15,7 @@ __all__ = [
     "explain",
     "mm",
     "prepack_b",
+    "quantize_model",
     "quantize_u4",
     "quantize_u4b8",
     "select_schedule",

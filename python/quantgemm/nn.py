@@ -115,3 +115,34 @@ class QuantLinear(torch.nn.Module):
     def extra_repr(self) -> str:
         return (f"in_features={self.in_features}, out_features={self.out_features}, {self.weight_type}, "
                 f"group_size={self.group_size}, bias={self.bias is not None}")
+
+
+#: quantize_model's schemes: weight type of QuantLinear, or why the scheme is not available yet.
+SCHEMES = {
+    "w4a16": "u4b8",     # 4-bit symmetric weights (GPTQ's format), group scales, 16-bit activations
+    "w4a16-zp": "u4",    # 4-bit weights with a zero point per group (AWQ's format)
+}
+_PLANNED = {"w8a16": "8-bit weight kernels", "fp8": "the W8A8 FP8 kernels", "int8": "the W8A8 INT8 kernels"}
+
+
+def quantize_model(model: torch.nn.Module, scheme: str = "w4a16", group_size: int = 128,
+                   skip=lambda name, linear: False) -> int:
+    """Replaces, in place, every nn.Linear of `model` whose shape the kernels take (N and K multiples
+    of 8, group_size dividing K) and that `skip(name, linear)` does not exclude, by a QuantLinear
+    quantized with `scheme` by round to nearest. Returns how many layers it replaced."""
+    if scheme in _PLANNED:
+        raise NotImplementedError(f"scheme {scheme!r} needs {_PLANNED[scheme]}, which quantgemm does not have yet")
+    if scheme not in SCHEMES:
+        raise ValueError(f"scheme must be one of {sorted(SCHEMES) + sorted(_PLANNED)}, got {scheme!r}")
+    from .models import unsupported_reason
+
+    replaced = 0
+    for parent in list(model.modules()):
+        for child_name, child in list(parent.named_children()):
+            if type(child) is not torch.nn.Linear or skip(child_name, child):
+                continue
+            if unsupported_reason(child.out_features, child.in_features, group_size):
+                continue
+            setattr(parent, child_name, QuantLinear.from_linear(child, group_size, SCHEMES[scheme]))
+            replaced += 1
+    return replaced

