@@ -58,22 +58,38 @@ struct LaunchResult {
 /// Launches one compiled schedule.
 using MixedInputMmLaunchFn = LaunchResult (*)(MixedInputMmArgs const&);
 
-/// Multiprocessors of the current device, read once per device.
-inline int multiprocessor_count() {
-  static int cached[64] = {};
+/// An attribute of the current device, read once per device (0 when it cannot be read); one of the
+/// three the launchers read: the multiprocessor count and the compute capability's major and minor.
+inline int device_attribute(cudaDeviceAttr attribute) {
+  constexpr int kDevices = 64;
+  static int cached[kDevices][3] = {};  // value + 1; 0: not read yet
+  int const slot = attribute == cudaDevAttrMultiProcessorCount ? 0
+                   : attribute == cudaDevAttrComputeCapabilityMajor ? 1
+                                                                     : 2;
   int device = 0;
   if (cudaGetDevice(&device) != cudaSuccess) {
     return 0;
   }
-  if (device < 64 && cached[device] > 0) {
-    return cached[device];
+  if (device < kDevices && cached[device][slot] > 0) {
+    return cached[device][slot] - 1;
   }
-  int sms = 0;
-  cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
-  if (device < 64) {
-    cached[device] = sms;
+  int value = 0;
+  if (cudaDeviceGetAttribute(&value, attribute, device) != cudaSuccess) {
+    return 0;
   }
-  return sms;
+  if (device < kDevices) {
+    cached[device][slot] = value + 1;
+  }
+  return value;
+}
+
+/// Multiprocessors of the current device, read once per device.
+inline int multiprocessor_count() { return device_attribute(cudaDevAttrMultiProcessorCount); }
+
+/// The current device's compute capability as 10 * major + minor (90 for sm_90), read once per device.
+inline int compute_capability() {
+  return 10 * device_attribute(cudaDevAttrComputeCapabilityMajor) +
+         device_attribute(cudaDevAttrComputeCapabilityMinor);
 }
 
 /// Structural checks shared by every schedule.

@@ -59,6 +59,13 @@ LaunchResult launch_sm90_mixed_input_mm(MixedInputMmArgs const& x) {
     result.cuda = cudaGetLastError();
     return result;
   }
+  // the kernels are sm_90a code: on any other GPU (where a build for its architecture holds an empty
+  // kernel) refuse rather than return garbage
+  if (compute_capability() != 90) {
+    result.status = Status::kCudaError;
+    result.cuda = cudaErrorNoKernelImageForDevice;
+    return result;
+  }
   StreamKDecomposition const work = StreamKDecomposition::make(
       (x.N + TileN - 1) / TileN, (x.M + TileM - 1) / TileM, (x.K + TileK - 1) / TileK, sms, kMinStreamKDepth / TileK);
   if (work.grid == 0) {
