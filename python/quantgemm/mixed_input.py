@@ -77,6 +77,16 @@ def _check_group(k: int, group_size: int) -> int:
     return groups
 
 
+def check_prepack_args(w_q: torch.Tensor, weight_type: str) -> tuple[int, int]:
+    """prepack_b's checks of what its arguments are (no GPU, fake tensors too); the padded shape."""
+    if weight_type not in WEIGHT_TYPES:
+        raise ValueError(f"weight_type must be one of {WEIGHT_TYPES}, got {weight_type!r}")
+    _checks.tensor("w_q", w_q, dtype=torch.uint8, ndim=2)
+    n, k = w_q.shape
+    _check_weight_shape(n, k)
+    return _padded(n, k)
+
+
 def prepack_b(w_q: torch.Tensor, weight_type: str = "u4b8") -> PrepackedWeight:
     """Rewrites [N, K] uint8 codes (0..15, one per byte) into the prepacked layout, on w_q's device.
 
@@ -84,14 +94,10 @@ def prepack_b(w_q: torch.Tensor, weight_type: str = "u4b8") -> PrepackedWeight:
     code (8), once, here: mm never copies the weight. Runs once per weight, offline: it checks the
     codes' range, which reads them back.
     """
-    if weight_type not in WEIGHT_TYPES:
-        raise ValueError(f"weight_type must be one of {WEIGHT_TYPES}, got {weight_type!r}")
-    _checks.tensor("w_q", w_q, dtype=torch.uint8, ndim=2)
+    n_pad, k_pad = check_prepack_args(w_q, weight_type)
     n, k = w_q.shape
-    _check_weight_shape(n, k)
     if w_q.numel() and int(w_q.max()) > 15:
         raise ValueError(f"w_q must hold 4-bit codes (0..15), got a maximum of {int(w_q.max())}")
-    n_pad, k_pad = _padded(n, k)
     codes = torch.nn.functional.pad(w_q, (0, k_pad - k, 0, n_pad - n), value=8) if (n_pad, k_pad) != (n, k) \
         else w_q.contiguous()
     packed = torch.empty(n_pad * k_pad // 2, dtype=torch.uint8, device=w_q.device)

@@ -14,15 +14,8 @@ from __future__ import annotations
 
 import torch
 
-from . import _checks, mixed_input, reference
+from . import mixed_input, reference
 from .mixed_input import PrepackedWeight
-
-
-def _reference_mm(a, b: PrepackedWeight, group_scales, group_size, group_zeros):
-    codes = mixed_input.unpack_b(b).to(a.device)
-    if group_zeros is not None:
-        return reference.mm_u4(a, codes, group_scales, group_zeros, group_size).to(a.dtype)
-    return reference.mm_u4b8(a, codes, group_scales, group_size).to(a.dtype)
 
 
 @torch.library.custom_op("quantgemm::mm", mutates_args=())
@@ -33,7 +26,8 @@ def mm(a: torch.Tensor, b_data: torch.Tensor, n: int, k: int, weight_type: str, 
     if a.is_cuda:
         return mixed_input.mm(a, b, group_scales, group_size, schedule=schedule, group_zeros=group_zeros)
     mixed_input.check_mm_args(a, b, group_scales, group_size, None, schedule, group_zeros)
-    return _reference_mm(a, b, group_scales, group_size, group_zeros)
+    codes = mixed_input.unpack_b(b)
+    return reference.mm_4bit(a, codes, group_scales, group_size, group_zeros).to(a.dtype)
 
 
 @mm.register_fake
@@ -51,10 +45,5 @@ def prepack_b(w_q: torch.Tensor, weight_type: str = "u4b8") -> torch.Tensor:
 
 @prepack_b.register_fake
 def _(w_q, weight_type="u4b8"):
-    if weight_type not in mixed_input.WEIGHT_TYPES:
-        raise ValueError(f"weight_type must be one of {mixed_input.WEIGHT_TYPES}, got {weight_type!r}")
-    _checks.tensor("w_q", w_q, dtype=torch.uint8, ndim=2)
-    n, k = w_q.shape
-    mixed_input._check_weight_shape(n, k)
-    n_pad, k_pad = mixed_input._padded(n, k)
+    n_pad, k_pad = mixed_input.check_prepack_args(w_q, weight_type)
     return w_q.new_empty((n_pad * k_pad // 2,))
