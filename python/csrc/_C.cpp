@@ -88,9 +88,9 @@ std::string select_schedule(std::string const& family, int M, int N, int K) {
   return mixed_input_select(family.c_str(), M, N, K);
 }
 
-/// Returns (status, workspace bytes needed, counters needed, schedule): status 0 launched,
+/// Returns (status, workspace bytes needed, counters needed): status 0 launched,
 /// 2 the workspace or counters are too small (nothing launched; grow them and call again).
-std::tuple<int, size_t, int, std::string> mm_mixed_input(
+std::tuple<int, size_t, int> mm_mixed_input(
     std::string const& family, std::string const& schedule, uintptr_t a, int64_t lda, uintptr_t b,
     uintptr_t group_scales, uintptr_t group_zeros, uintptr_t out, int64_t ldo, int M, int N, int K, int group_size,
     uintptr_t workspace, size_t workspace_bytes, uintptr_t counters, int counters_len, int device, uintptr_t stream) {
@@ -127,7 +127,7 @@ std::tuple<int, size_t, int, std::string> mm_mixed_input(
   if (r.status == Status::kCudaError) {
     DeviceGuard::check(r.cuda, name.c_str());
   }
-  return {int(r.status), r.workspace_bytes_needed, r.counters_needed, name};
+  return {int(r.status), r.workspace_bytes_needed, r.counters_needed};
 }
 
 void prepack_u4b8(uintptr_t codes, int N, int K, uintptr_t packed, int device, uintptr_t stream) {

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import functools
-
 import torch
 
 from ._native import cuda_architectures
@@ -22,16 +20,6 @@ def tensor(name: str, x, *, dtype: torch.dtype | None = None, ndim: int | None =
 def shape(name: str, x: torch.Tensor, expected: tuple[int, ...]) -> None:
     if tuple(x.shape) != tuple(expected):
         raise ValueError(f"{name} must have shape {tuple(expected)}, got {tuple(x.shape)}")
-
-
-def on_device(name: str, x: torch.Tensor, device: torch.device) -> None:
-    if x.device != device:
-        raise ValueError(f"{name} must be on {device} (where the other operands are), got {x.device}")
-
-
-def cuda(name: str, x: torch.Tensor) -> None:
-    if x.device.type != "cuda":
-        raise ValueError(f"{name} must be a CUDA tensor, got device {x.device}")
 
 
 def row_major(name: str, x: torch.Tensor) -> None:
@@ -56,18 +44,32 @@ def contiguous(name: str, x: torch.Tensor) -> None:
         raise ValueError(f"{name} must be contiguous, got strides {x.stride()} for shape {tuple(x.shape)}")
 
 
-@functools.lru_cache(maxsize=None)
-def _capability(index: int) -> tuple[int, int]:
-    return torch.cuda.get_device_capability(index)
+def cuda_index(name: str, x: torch.Tensor) -> int:
+    """The index of the CUDA device that x is on."""
+    index = x.get_device()
+    if index < 0 or x.device.type != "cuda":
+        raise ValueError(f"{name} must be a CUDA tensor, got device {x.device}")
+    return index
 
 
-def hopper(name: str, device: torch.device) -> None:
+def same_device(name: str, x: torch.Tensor, index: int) -> None:
+    if x.get_device() != index or x.device.type != "cuda":
+        raise ValueError(f"{name} must be on cuda:{index} (where the other operands are), got {x.device}")
+
+
+_HOPPERS: set[int] = set()  # device indices that passed hopper()
+
+
+def hopper(name: str, index: int) -> None:
     """The device is an sm_90 GPU and the extension carries sm_90a code."""
-    major, minor = _capability(device.index if device.index is not None else torch.cuda.current_device())
+    if index in _HOPPERS:
+        return
+    major, minor = torch.cuda.get_device_capability(index)
     if (major, minor) != (9, 0):
         raise RuntimeError(f"{name}: quantgemm's kernels need an sm_90 (Hopper) GPU; "
-                           f"{device} is sm_{major}{minor}")
+                           f"cuda:{index} is sm_{major}{minor}")
     built = cuda_architectures()
     if "90a" not in built:
         raise RuntimeError(f"{name}: this quantgemm build has no sm_90a code (built for {list(built)}); "
                            f"reinstall with CMAKE_CUDA_ARCHITECTURES including 90a")
+    _HOPPERS.add(index)

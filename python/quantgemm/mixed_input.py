@@ -102,9 +102,10 @@ def prepack_b(w_q: torch.Tensor, weight_type: str = "u4b8") -> PrepackedWeight:
         else w_q.contiguous()
     packed = torch.empty(n_pad * k_pad // 2, dtype=torch.uint8, device=w_q.device)
     if w_q.device.type == "cuda":
-        _checks.hopper("prepack_b", w_q.device)
-        stream = torch.cuda.current_stream(w_q.device).cuda_stream
-        native().prepack_u4b8(codes.data_ptr(), n_pad, k_pad, packed.data_ptr(), w_q.device.index, stream)
+        index = w_q.get_device()
+        _checks.hopper("prepack_b", index)
+        native().prepack_u4b8(codes.data_ptr(), n_pad, k_pad, packed.data_ptr(), index,
+                              torch._C._cuda_getCurrentRawStream(index))
     else:
         native().prepack_u4b8_host(codes.data_ptr(), n_pad, k_pad, packed.data_ptr())
     return PrepackedWeight(packed, n, k, weight_type)
@@ -222,14 +223,17 @@ class _Workspace:
         self._lock = threading.Lock()
         self._buffers: dict[tuple[int, int], tuple[torch.Tensor, torch.Tensor]] = {}
 
-    def get(self, device: torch.device, stream: int, partial_bytes: int = 0, counters: int = 0):
-        key = (device.index, stream)
+    def get(self, device: int, stream: int, partial_bytes: int = 0, counters: int = 0):
+        key = (device, stream)
+        buffers = self._buffers.get(key)
+        if buffers is not None and buffers[0].numel() >= partial_bytes and buffers[1].numel() >= counters:
+            return buffers
         with self._lock:
             partials, counts = self._buffers.get(key, (None, None))
             if partials is None or partials.numel() < partial_bytes:
-                partials = torch.empty(max(partial_bytes, 1 << 16), dtype=torch.uint8, device=device)
+                partials = torch.empty(max(partial_bytes, 1 << 16), dtype=torch.uint8, device=f"cuda:{device}")
             if counts is None or counts.numel() < counters:
-                counts = torch.zeros(max(counters, 1024), dtype=torch.int32, device=device)
+                counts = torch.zeros(max(counters, 1024), dtype=torch.int32, device=f"cuda:{device}")
             self._buffers[key] = (partials, counts)
             return partials, counts
 
@@ -298,19 +302,18 @@ def mm(a: torch.Tensor, b: PrepackedWeight, group_scales: torch.Tensor, group_si
     """
     family, m, n = check_mm_args(a, b, group_scales, group_size, out, schedule, group_zeros)
     k, groups = b.k, group_scales.shape[0]
-    _checks.cuda("a", a)
-    device = a.device
-    _checks.on_device("b", b.data, device)
-    _checks.on_device("group_scales", group_scales, device)
+    index = _checks.cuda_index("a", a)
+    _checks.same_device("b", b.data, index)
+    _checks.same_device("group_scales", group_scales, index)
     if group_zeros is not None:
-        _checks.on_device("group_zeros", group_zeros, device)
+        _checks.same_device("group_zeros", group_zeros, index)
     if out is None:
-        out = torch.empty((m, n), dtype=a.dtype, device=device)
+        out = torch.empty((m, n), dtype=a.dtype, device=a.device)
     else:
-        _checks.on_device("out", out, device)
+        _checks.same_device("out", out, index)
     if m == 0:
         return out
-    _checks.hopper("mm", device)
+    _checks.hopper("mm", index)
     _checks.row_major("a", a)
     _checks.row_major("out", out)
     _checks.aligned16("group_scales", group_scales)
@@ -319,14 +322,14 @@ def mm(a: torch.Tensor, b: PrepackedWeight, group_scales: torch.Tensor, group_si
     _checks.aligned16("b", b.data)
     lda = a.stride(0) if m > 1 else k  # a single row's stride is never used
     ldo = out.stride(0) if m > 1 else n
-    stream = torch.cuda.current_stream(device).cuda_stream
-    partials, counters = _workspace.get(device, stream)
+    stream = torch._C._cuda_getCurrentRawStream(index)
+    partials, counters = _workspace.get(index, stream)
     for _ in range(2):
-        status, need_bytes, need_counters, _name = native().mm_mixed_input(
+        status, need_bytes, need_counters = native().mm_mixed_input(
             family, schedule or "", a.data_ptr(), lda, b.data.data_ptr(), group_scales.data_ptr(),
             0 if group_zeros is None else group_zeros.data_ptr(), out.data_ptr(), ldo, m, n, k, k // groups,
-            partials.data_ptr(), partials.numel(), counters.data_ptr(), counters.numel(), device.index, stream)
+            partials.data_ptr(), partials.numel(), counters.data_ptr(), counters.numel(), index, stream)
         if status != _STATUS_WORKSPACE_TOO_SMALL:
             return out
-        partials, counters = _workspace.get(device, stream, need_bytes, need_counters)
+        partials, counters = _workspace.get(index, stream, need_bytes, need_counters)
     raise RuntimeError("quantgemm: stream-K workspace could not be sized")  # unreachable
