@@ -27,7 +27,10 @@ if str(ROOT) not in sys.path:
 
 from codegen.schedules import FAMILIES, Family, Rule, with_rules  # noqa: E402
 
-KERNEL_TEMPLATE = ROOT / "kernels" / "mm_mixed_input.cu.j2"
+#: per family kind: (kernel template, C++ argument struct, C++ launcher type)
+KINDS = {"mixed_input": ("mm_mixed_input.cu.j2", "MixedInputMmArgs", "MixedInputMmLaunchFn"),
+         "scaled_mm": ("scaled_mm.cu.j2", "ScaledMmArgs", "ScaledMmLaunchFn")}
+KERNELS_DIR = ROOT / "kernels"
 DISPATCH_TEMPLATE = ROOT / "codegen" / "templates" / "dispatch.cpp.j2"
 
 
@@ -93,19 +96,20 @@ def render(selected: list[str] | None = None, rules_files: list[Path] | None = N
     if unknown:
         raise SystemExit(f"generate.py: unknown schedules {sorted(unknown)}; known: {sorted(known)}")
 
-    env = jinja2.Environment(loader=jinja2.FileSystemLoader([str(KERNEL_TEMPLATE.parent), str(DISPATCH_TEMPLATE.parent)]),
+    env = jinja2.Environment(loader=jinja2.FileSystemLoader([str(KERNELS_DIR), str(DISPATCH_TEMPLATE.parent)]),
                              undefined=jinja2.StrictUndefined, keep_trailing_newline=True)
-    kernel = env.get_template(KERNEL_TEMPLATE.name)
     files: dict[str, str] = {}
     rendered = []
     for family in fams:
         built = [s for s in family.all_schedules() if s.name(family.name) in wanted]
         if not built:
             continue
+        template, args, launch_fn = KINDS[family.kind]
+        kernel = env.get_template(template)
         entries = [dict(name=s.name(family.name), schedule=s) for s in built]
         for e in entries:
             files[f"mm_{e['name']}.cu"] = kernel.render(name=e["name"], schedule=e["schedule"], family=family)
-        rendered.append(dict(name=family.name, built=entries,
+        rendered.append(dict(name=family.name, kind=family.kind, args=args, launch_fn=launch_fn, built=entries,
                              chain=_chain(family, {e["name"] for e in entries})))
     files["dispatch.cpp"] = env.get_template(DISPATCH_TEMPLATE.name).render(families=rendered)
     return dict(sorted(files.items()))

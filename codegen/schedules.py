@@ -63,11 +63,66 @@ class Schedule:
         return out
 
 
+#: Token tiles (the GEMM's N when swapped) and k depths of the W8A8 schedules.
+SCALED_TILE_N = (16, 32, 64, 128, 256)
+SCALED_TILE_K = (64, 128, 256)
+
+
+@dataclass(frozen=True, order=True)
+class ScaledSchedule:
+    """One compiled configuration of the W8A8 GEMM (CUTLASS's TMA warp-specialized kernel), in the
+    coordinates of the GEMM the kernel computes: with swap_ab that is out^T = b a^T, so tile_m then
+    counts weight rows and tile_n tokens."""
+
+    tile_m: int
+    tile_n: int
+    tile_k: int = 128
+    cluster: tuple[int, int, int] = (1, 1, 1)
+    kernel: str = "coop"  #: "coop": two consumer warpgroups share a tile; "pp": ping-pong, a tile each
+    swap_ab: bool = False
+    stream_k: bool = False  #: split K across CTAs (stream-K) rather than one CTA a tile
+
+    def name(self, family: str) -> str:
+        c = "x".join(str(v) for v in self.cluster)
+        return (f"{family}_{'swap_' if self.swap_ab else ''}{self.tile_m}x{self.tile_n}x{self.tile_k}_c{c}_"
+                f"{self.kernel}{'_sk' if self.stream_k else ''}")
+
+    @staticmethod
+    def parse(name: str, family: str) -> "ScaledSchedule":
+        m = re.fullmatch(re.escape(family) + r"_(swap_)?(\d+)x(\d+)x(\d+)_c(\d+)x(\d+)x(\d+)_(coop|pp)(_sk)?", name)
+        if not m:
+            raise ValueError(f"{name!r} is not a schedule name of family {family} "
+                             f"({family}_[swap_]<tile_m>x<tile_n>x<tile_k>_c<cluster>_<coop|pp>[_sk])")
+        v = [int(x) for x in m.groups()[1:7]]
+        return ScaledSchedule(v[0], v[1], v[2], (v[3], v[4], v[5]), m.group(8), bool(m.group(1)), bool(m.group(9)))
+
+    def problems(self) -> list[str]:
+        out = []
+        if self.kernel not in ("coop", "pp"):
+            out.append(f"kernel must be coop or pp, got {self.kernel!r}")
+        elif self.tile_m not in ((128, 256) if self.kernel == "coop" else (64, 128)):
+            out.append(f"tile_m must be {'128 or 256' if self.kernel == 'coop' else '64 or 128'} for {self.kernel}, "
+                       f"got {self.tile_m}")
+        if self.tile_n not in SCALED_TILE_N:
+            out.append(f"tile_n must be one of {SCALED_TILE_N}, got {self.tile_n}")
+        if self.tile_k not in SCALED_TILE_K:
+            out.append(f"tile_k must be one of {SCALED_TILE_K}, got {self.tile_k}")
+        if self.stream_k and self.kernel != "coop":
+            out.append("stream_k needs the coop kernel")
+        if self.cluster[0] not in (1, 2) or self.cluster[1] not in (1, 2) or self.cluster[2] != 1:
+            out.append(f"cluster must be (1|2, 1|2, 1), got {self.cluster}")
+        return out
+
+    def token_tile(self) -> int:
+        """Tokens per CTA tile."""
+        return self.tile_n if self.swap_ab else self.tile_m
+
+
 @dataclass(frozen=True)
 class Rule:
     """Take `schedule` when M <= m_max, N <= n_max and K <= k_max (None: no bound)."""
 
-    schedule: Schedule
+    schedule: Schedule | ScaledSchedule
     m_max: int | None = None
     n_max: int | None = None
     k_max: int | None = None
@@ -88,6 +143,15 @@ class Family:
     space: tuple[Schedule, ...] = field(default_factory=tuple)  #: every tiling the tuner measures
     rules_source: str = ""  #: where the rules came from (the rules file's "source")
     activation: str = "cutlass::bfloat16_t"  #: C++ type of the activations, scales and output
+    #: "mixed_input" (quantgemm's mainloop, Schedule) or "scaled_mm" (W8A8, ScaledSchedule: weight is
+    #: the operands' C++ type, activation the output's)
+    kind: str = "mixed_input"
+    epilogue: str = ""  #: scaled_mm: the epilogue/scaled.hpp formula
+    kernel_suffix: str = ""  #: scaled_mm: the CUTLASS kernel schedule's suffix ("FP8FastAccum" or "")
+
+    @property
+    def schedule_type(self):
+        return ScaledSchedule if self.kind == "scaled_mm" else Schedule
 
     def schedules(self) -> list[Schedule]:
         """The schedules the rules name: what a default build compiles."""
@@ -124,19 +188,19 @@ class Family:
         return out
 
 
-def load_rules(path: Path, family: str) -> tuple[Rule, ...]:
+def load_rules(path: Path, family: str, schedule_type=Schedule) -> tuple[Rule, ...]:
     """The rules of `family` in the rules file at `path` (JSON: {"family", "rules": [{"schedule",
     "m_max", "n_max", "k_max"}, ...]}, absent bounds admitting anything)."""
     data = json.loads(Path(path).read_text())
     if data.get("family") != family:
         raise ValueError(f"{path}: rules of family {data.get('family')!r}, expected {family!r}")
-    return tuple(Rule(Schedule.parse(r["schedule"], family), r.get("m_max"), r.get("n_max"), r.get("k_max"))
+    return tuple(Rule(schedule_type.parse(r["schedule"], family), r.get("m_max"), r.get("n_max"), r.get("k_max"))
                  for r in data["rules"])
 
 
 def with_rules(family: Family, path: Path) -> Family:
     """`family` with the rules of the file at `path`."""
-    return replace(family, rules=load_rules(path, family.name),
+    return replace(family, rules=load_rules(path, family.name, family.schedule_type),
                    rules_source=json.loads(Path(path).read_text()).get("source", ""))
 
 
@@ -164,4 +228,37 @@ U4_BF16 = replace(U4B8_BF16, name="u4_bf16", weight="u4", rules_source=_BORROWED
 U4B8_FP16 = replace(U4B8_BF16, name="u4b8_fp16", activation="cutlass::half_t", rules_source=_BORROWED)
 U4_FP16 = replace(U4_BF16, name="u4_fp16", activation="cutlass::half_t")
 
-FAMILIES: tuple[Family, ...] = (U4B8_BF16, U4_BF16, U4B8_FP16, U4_FP16)
+
+def _scaled(m: int, n: int, k: int = 128, cluster=(1, 1, 1), kernel: str = "coop", swap: bool = False,
+            stream_k: bool = False) -> ScaledSchedule:
+    return ScaledSchedule(m, n, k, cluster, kernel, swap, stream_k)
+
+
+#: The W8A8 tilings the tuner measures: swapped narrow token tiles (small M, stream-K or ping-pong)
+#: and the wide tiles of prefill.
+SCALED_SPACE = (
+    _scaled(128, 16, swap=True, stream_k=True), _scaled(128, 32, swap=True, stream_k=True),
+    _scaled(128, 64, swap=True, stream_k=True), _scaled(64, 16, 256, kernel="pp", swap=True),
+    _scaled(64, 32, 256, kernel="pp", swap=True), _scaled(64, 64, kernel="pp", swap=True),
+    _scaled(64, 128, kernel="pp"), _scaled(128, 128, kernel="pp"), _scaled(128, 128, cluster=(2, 1, 1)),
+    _scaled(128, 128, stream_k=True), _scaled(128, 256, cluster=(2, 1, 1)), _scaled(256, 128, cluster=(2, 1, 1)),
+)
+
+#: FP8 e4m3 x e4m3, fp32 scales, bf16 output; the tensor core's fast accumulation.
+FP8FAST_BF16 = with_rules(Family(
+    name="fp8fast_bf16", weight="cutlass::float_e4m3_t", space=SCALED_SPACE, kind="scaled_mm",
+    epilogue="ScaledAccBias", kernel_suffix="FP8FastAccum"), RULES_DIR / "fp8fast_bf16.json")
+#: FP8 with the accumulators promoted into fp32 every 128 of K (CUTLASS's two-level accumulation).
+FP8_BF16 = with_rules(replace(FP8FAST_BF16, name="fp8_bf16", kernel_suffix=""), RULES_DIR / "fp8_bf16.json")
+#: INT8 x INT8, int32 accumulation, the zero-point epilogue (azp and azp_adj optional).
+INT8_BF16 = with_rules(replace(FP8_BF16, name="int8_bf16", weight="int8_t", epilogue="AzpTokenScaledAccBias"),
+                       RULES_DIR / "int8_bf16.json")
+_BORROWED_BF16 = "the {} rules (the same mainloop), until tuned on its own"
+FP8FAST_FP16 = replace(FP8FAST_BF16, name="fp8fast_fp16", activation="cutlass::half_t",
+                       rules_source=_BORROWED_BF16.format("fp8fast_bf16"))
+FP8_FP16 = replace(FP8_BF16, name="fp8_fp16", activation="cutlass::half_t", rules_source=_BORROWED_BF16.format("fp8_bf16"))
+INT8_FP16 = replace(INT8_BF16, name="int8_fp16", activation="cutlass::half_t",
+                    rules_source=_BORROWED_BF16.format("int8_bf16"))
+
+FAMILIES: tuple[Family, ...] = (U4B8_BF16, U4_BF16, U4B8_FP16, U4_FP16, FP8FAST_BF16, FP8_BF16, INT8_BF16,
+                                FP8FAST_FP16, FP8_FP16, INT8_FP16)

@@ -103,3 +103,44 @@ def test_cuda_graph_on_a_side_stream_replays_eager():
     graph.replay()
     torch.cuda.synchronize()
     assert torch.equal(y, eager)
+
+
+def scaled_problem(dtype=torch.float8_e4m3fn, m=5, n=48, k=64, device="cpu", azp=False):
+    torch.manual_seed(2)
+    x, w = torch.randn(m, k, device=device), torch.randn(n, k, device=device)
+    if dtype == torch.int8:
+        (a, sa, zp), (b, sb) = quantgemm.quantize_int8(x, symmetric=False), quantgemm.quantize_int8(w)
+    else:
+        (a, sa), (b, sb), zp = quantgemm.quantize_fp8(x), quantgemm.quantize_fp8(w), None
+    bias = torch.randn(n, dtype=torch.bfloat16, device=device)
+    adj = quantgemm.azp_adjust(b) if azp else None
+    return (a, b, sa, sb.reshape(-1), bias, torch.bfloat16, True, adj, zp if azp else None)
+
+
+@pytest.mark.parametrize("dtype,azp", [(torch.float8_e4m3fn, False), (torch.int8, False), (torch.int8, True)])
+def test_scaled_mm_op_is_the_reference_on_cpu_and_passes_opcheck(dtype, azp):
+    args = scaled_problem(dtype, azp=azp)
+    got = torch.ops.quantgemm.scaled_mm(*args)
+    a, b, sa, sb, bias, out_dtype, _, adj, zp = args
+    assert torch.equal(got, reference.scaled_mm(a, b, sa, sb, bias, adj, zp).to(out_dtype))
+    torch.library.opcheck(torch.ops.quantgemm.scaled_mm.default, args)
+
+
+def test_scaled_mm_fake_refuses_what_eager_refuses():
+    args = scaled_problem()
+    bad = (args[0], args[1].to(torch.int8)) + args[2:]
+    with FakeTensorMode() as mode:
+        fake = tuple(mode.from_tensor(x) if isinstance(x, torch.Tensor) else x for x in bad)
+        with pytest.raises(TypeError, match="b must have dtype torch.float8_e4m3fn"):
+            torch.ops.quantgemm.scaled_mm(*fake)
+        out = torch.ops.quantgemm.scaled_mm(*(mode.from_tensor(x) if isinstance(x, torch.Tensor) else x for x in args))
+        assert out.shape == (5, 48) and out.dtype == torch.bfloat16
+
+
+@requires_hopper
+@pytest.mark.parametrize("dtype,azp", [(torch.float8_e4m3fn, False), (torch.int8, True)])
+def test_scaled_mm_opcheck_and_compile_on_the_gpu(dtype, azp):
+    args = scaled_problem(dtype, m=9, n=256, k=512, device="cuda", azp=azp)
+    torch.library.opcheck(torch.ops.quantgemm.scaled_mm.default, args)
+    fn = torch.compile(lambda *xs: torch.ops.quantgemm.scaled_mm(*xs) * 2, fullgraph=True)
+    assert torch.equal(fn(*args), torch.ops.quantgemm.scaled_mm(*args) * 2)

@@ -55,37 +55,56 @@ class DeviceGuard {
   bool restore_ = false;
 };
 
-MixedInputFamilyTable family_table(std::string const& family) {
-  MixedInputFamilyTable const table = mixed_input_family(family.c_str());
-  if (table.entries == nullptr) {
-    throw std::invalid_argument("quantgemm: unknown mixed-input family '" + family + "'");
-  }
-  return table;
-}
-
+/// The names of the schedules compiled for `family`, of either kind; throws for an unknown family.
 std::vector<std::string> schedules(std::string const& family) {
-  MixedInputFamilyTable const table = family_table(family);
   std::vector<std::string> names;
-  for (int i = 0; i < table.size; ++i) {
-    names.emplace_back(table.entries[i].name);
+  auto collect = [&](auto const& table) {
+    for (int i = 0; i < table.size; ++i) {
+      names.emplace_back(table.entries[i].name);
+    }
+    return table.entries != nullptr;
+  };
+  if (!collect(mixed_input_family(family.c_str())) && !collect(scaled_mm_family(family.c_str()))) {
+    throw std::invalid_argument("quantgemm: unknown family '" + family + "'");
   }
   return names;
 }
 
 /// The dispatch chain: (condition, schedule) in the order it is tested; "" is the catch-all.
-std::vector<std::pair<std::string, std::string>> dispatch_rules(std::string const& family) {
-  family_table(family);
-  MixedInputRuleTable const table = mixed_input_rules(family.c_str());
-  std::vector<std::pair<std::string, std::string>> rules;
+std::vector<std::pair<std::string, std::string>> rules(std::string const& family) {
+  schedules(family);
+  RuleTable const table = dispatch_rules(family.c_str());
+  std::vector<std::pair<std::string, std::string>> out;
   for (int i = 0; i < table.size; ++i) {
-    rules.emplace_back(table.entries[i].condition, table.entries[i].schedule);
+    out.emplace_back(table.entries[i].condition, table.entries[i].schedule);
   }
-  return rules;
+  return out;
 }
 
-std::string select_schedule(std::string const& family, int M, int N, int K) {
-  family_table(family);
-  return mixed_input_select(family.c_str(), M, N, K);
+std::string select(std::string const& family, int M, int N, int K) {
+  char const* const name = select_schedule(family.c_str(), M, N, K);
+  if (name == nullptr) {
+    throw std::invalid_argument("quantgemm: unknown family '" + family + "'");
+  }
+  return name;
+}
+
+template <class LaunchFn>
+LaunchFn launcher(LaunchFn fn, std::string const& family, std::string const& name) {
+  if (fn == nullptr) {
+    throw std::invalid_argument("quantgemm: schedule '" + name + "' is not compiled for " + family);
+  }
+  return fn;
+}
+
+void check_launch(LaunchResult const& r, std::string const& name, int M, int N, int K) {
+  if (r.status == Status::kInvalidArgument) {
+    throw std::invalid_argument("quantgemm: the " + name + " launcher rejected M=" + std::to_string(M) +
+                                " N=" + std::to_string(N) + " K=" + std::to_string(K));
+  }
+  if (r.status == Status::kCudaError) {
+    DeviceGuard::check(r.cuda, name.c_str());
+  }
 }
 
 /// Returns (status, workspace bytes needed, counters needed): status 0 launched,
@@ -94,12 +113,8 @@ std::tuple<int, size_t, int> mm_mixed_input(
     std::string const& family, std::string const& schedule, uintptr_t a, int64_t lda, uintptr_t b,
     uintptr_t group_scales, uintptr_t group_zeros, uintptr_t out, int64_t ldo, int M, int N, int K, int group_size,
     uintptr_t workspace, size_t workspace_bytes, uintptr_t counters, int counters_len, int device, uintptr_t stream) {
-  family_table(family);
-  std::string const name = schedule.empty() ? std::string(mixed_input_select(family.c_str(), M, N, K)) : schedule;
-  MixedInputMmLaunchFn const launch = mixed_input_launcher(family.c_str(), name.c_str());
-  if (launch == nullptr) {
-    throw std::invalid_argument("quantgemm: schedule '" + name + "' is not compiled for " + family);
-  }
+  std::string const name = schedule.empty() ? select(family, M, N, K) : schedule;
+  MixedInputMmLaunchFn const launch = launcher(mixed_input_launcher(family.c_str(), name.c_str()), family, name);
   DeviceGuard guard(device);
   MixedInputMmArgs args;
   args.a = ptr<void const>(a);
@@ -119,15 +134,42 @@ std::tuple<int, size_t, int> mm_mixed_input(
   args.counters_len = counters_len;
   args.stream = stream_of(stream);
   LaunchResult const r = launch(args);
-  if (r.status == Status::kInvalidArgument) {
-    throw std::invalid_argument("quantgemm: the " + name + " launcher rejected M=" + std::to_string(M) +
-                                " N=" + std::to_string(N) + " K=" + std::to_string(K) +
-                                " group_size=" + std::to_string(group_size));
-  }
-  if (r.status == Status::kCudaError) {
-    DeviceGuard::check(r.cuda, name.c_str());
-  }
+  check_launch(r, name, M, N, K);
   return {int(r.status), r.workspace_bytes_needed, r.counters_needed};
+}
+
+/// Returns (status, workspace bytes needed), as mm_mixed_input.
+std::tuple<int, size_t> mm_scaled(std::string const& family, std::string const& schedule, uintptr_t a, int64_t lda,
+                                  uintptr_t b, int64_t ldb, uintptr_t scale_a, bool scale_a_per_token,
+                                  uintptr_t scale_b, bool scale_b_per_channel, uintptr_t bias, uintptr_t azp_adj,
+                                  uintptr_t azp, uintptr_t out, int64_t ldo, int M, int N, int K, uintptr_t workspace,
+                                  size_t workspace_bytes, int device, uintptr_t stream) {
+  std::string const name = schedule.empty() ? select(family, M, N, K) : schedule;
+  ScaledMmLaunchFn const launch = launcher(scaled_mm_launcher(family.c_str(), name.c_str()), family, name);
+  DeviceGuard guard(device);
+  ScaledMmArgs args;
+  args.a = ptr<void const>(a);
+  args.lda = lda;
+  args.b = ptr<void const>(b);
+  args.ldb = ldb;
+  args.epilogue.scale_a = ptr<float const>(scale_a);
+  args.epilogue.scale_a_per_token = scale_a_per_token;
+  args.epilogue.scale_b = ptr<float const>(scale_b);
+  args.epilogue.scale_b_per_channel = scale_b_per_channel;
+  args.epilogue.bias = ptr<void const>(bias);
+  args.epilogue.azp_adj = ptr<int32_t const>(azp_adj);
+  args.epilogue.azp = ptr<int32_t const>(azp);
+  args.out = ptr<void>(out);
+  args.ldo = ldo;
+  args.M = M;
+  args.N = N;
+  args.K = K;
+  args.workspace = ptr<void>(workspace);
+  args.workspace_bytes = workspace_bytes;
+  args.stream = stream_of(stream);
+  LaunchResult const r = launch(args);
+  check_launch(r, name, M, N, K);
+  return {int(r.status), r.workspace_bytes_needed};
 }
 
 void prepack_u4b8(uintptr_t codes, int N, int K, uintptr_t packed, int device, uintptr_t stream) {
@@ -147,9 +189,10 @@ NB_MODULE(_C, m) {
   m.doc() = "quantgemm native kernels (raw-pointer bindings; use the quantgemm package)";
   m.attr("cuda_architectures") = built_cuda_architectures();
   m.def("schedules", &schedules, nb::arg("family"));
-  m.def("select", &select_schedule, nb::arg("family"), nb::arg("M"), nb::arg("N"), nb::arg("K"));
-  m.def("rules", &dispatch_rules, nb::arg("family"));
+  m.def("select", &select, nb::arg("family"), nb::arg("M"), nb::arg("N"), nb::arg("K"));
+  m.def("rules", &rules, nb::arg("family"));
   m.def("mm_mixed_input", &mm_mixed_input);
+  m.def("mm_scaled", &mm_scaled);
   m.def("prepack_u4b8", &prepack_u4b8);
   m.def("prepack_u4b8_host", [](uintptr_t codes, int N, int K, uintptr_t packed) {
     prepack_b_u4b8_host(ptr<uint8_t const>(codes), N, K, ptr<uint8_t>(packed));

@@ -4,20 +4,26 @@ from . import ops  # registers the torch.library operators
 from ._native import cuda_architectures
 from .mixed_input import Explanation, PrepackedWeight, explain, mm, prepack_b, select_schedule, supported_schedules, unpack_b
 from .nn import quantize_model
-from .quantize import quantize_u4, quantize_u4b8
+from .quantize import quantize_fp8, quantize_int8, quantize_u4, quantize_u4b8
+from .scaled import azp_adjust, scaled_mm, scaled_mm_azp
 
 __version__ = "0.1.0"
 
 __all__ = [
     "Explanation",
     "PrepackedWeight",
+    "azp_adjust",
     "cuda_architectures",
     "explain",
     "mm",
     "prepack_b",
+    "quantize_fp8",
+    "quantize_int8",
     "quantize_model",
     "quantize_u4",
     "quantize_u4b8",
+    "scaled_mm",
+    "scaled_mm_azp",
     "select_schedule",
     "supported_schedules",
     "unpack_b",

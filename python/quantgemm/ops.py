@@ -3,6 +3,7 @@ ops (no graph break) and CUDA graphs capture them.
 
     torch.ops.quantgemm.mm(a, b_data, n, k, weight_type, group_scales, group_size, group_zeros, schedule)
     torch.ops.quantgemm.prepack_b(w_q, weight_type)
+    torch.ops.quantgemm.scaled_mm(a, b, scale_a, scale_b, bias, out_dtype, use_fast_accum, azp_adj, azp)
 
 The prepacked weight travels as its data tensor plus (n, k, weight_type), since an op's arguments
 are tensors and scalars. On a CUDA device the ops run the kernels; on the CPU, the pure-torch
@@ -14,7 +15,7 @@ from __future__ import annotations
 
 import torch
 
-from . import mixed_input, reference
+from . import mixed_input, reference, scaled
 from .mixed_input import PrepackedWeight
 
 
@@ -47,3 +48,21 @@ def prepack_b(w_q: torch.Tensor, weight_type: str = "u4b8") -> torch.Tensor:
 def _(w_q, weight_type="u4b8"):
     n_pad, k_pad = mixed_input.check_prepack_args(w_q, weight_type)
     return w_q.new_empty((n_pad * k_pad // 2,))
+
+
+@torch.library.custom_op("quantgemm::scaled_mm", mutates_args=())
+def scaled_mm(a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor, scale_b: torch.Tensor,
+              bias: torch.Tensor | None = None, out_dtype: torch.dtype = torch.bfloat16, use_fast_accum: bool = True,
+              azp_adj: torch.Tensor | None = None, azp: torch.Tensor | None = None) -> torch.Tensor:
+    """quantgemm.scaled_mm (and scaled_mm_azp) as an operator: out [M, N] in out_dtype."""
+    if a.is_cuda:
+        return scaled.scaled_mm(a, b, scale_a, scale_b, bias, out_dtype, use_fast_accum=use_fast_accum,
+                                azp_adj=azp_adj, azp=azp)
+    scaled.check_scaled_mm_args(a, b, scale_a, scale_b, bias, out_dtype, None, azp_adj, azp, None, use_fast_accum)
+    return reference.scaled_mm(a, b, scale_a, scale_b, bias, azp_adj, azp).to(out_dtype)
+
+
+@scaled_mm.register_fake
+def _(a, b, scale_a, scale_b, bias=None, out_dtype=torch.bfloat16, use_fast_accum=True, azp_adj=None, azp=None):
+    scaled.check_scaled_mm_args(a, b, scale_a, scale_b, bias, out_dtype, None, azp_adj, azp, None, use_fast_accum)
+    return a.new_empty((a.shape[0], b.shape[0]), dtype=out_dtype)

@@ -67,3 +67,52 @@ def quantize_u4(w: torch.Tensor, group_size: int = 128, scale_dtype: torch.dtype
     q = torch.round(wf / scales.float().unsqueeze(-1)) + zeros.unsqueeze(-1)
     w_q = q.clamp_(0, 15).to(torch.uint8).reshape(n, k)
     return w_q, scales.t().contiguous(), zeros.to(scale_dtype).t().contiguous()
+
+
+FP8_MAX = 448.0  # the largest finite float8_e4m3fn
+_TINY = 1e-12    # keeps an all-zero row's scale finite
+
+
+def quantize_fp8(x: torch.Tensor, per_row: bool = True) -> tuple[torch.Tensor, torch.Tensor]:
+    """Dynamic FP8 e4m3 quantization, on x's device: per token (or per output channel, for a
+    weight) when per_row, else per tensor.
+
+    x: [rows, K] floating. Returns (q, scale): q [rows, K] torch.float8_e4m3fn and fp32 scale
+    ([rows, 1], or [1]) with x ~ q * scale; scale = amax / 448, so the largest value maps to 448.
+    """
+    _checks.tensor("x", x, ndim=2)
+    if not x.is_floating_point():
+        raise TypeError(f"x must be a floating-point tensor, got {x.dtype}")
+    xf = x.float()
+    amax = xf.abs().amax(dim=1, keepdim=True) if per_row else xf.abs().amax().reshape(1)
+    scale = amax.clamp(min=_TINY) / FP8_MAX
+    q = (xf / (scale if per_row else scale[0])).clamp(-FP8_MAX, FP8_MAX).to(torch.float8_e4m3fn)
+    return q, scale
+
+
+def quantize_int8(x: torch.Tensor, per_row: bool = True, symmetric: bool = True):
+    """Dynamic INT8 quantization, on x's device: per token (or per output channel) when per_row,
+    else per tensor; round to nearest even.
+
+    symmetric: returns (q, scale) with x ~ q * scale, scale = amax / 127.
+    asymmetric: returns (q, scale, azp) with x ~ (q - azp) * scale, scale = (max - min) / 255 and
+    the int32 zero point azp = round(-128 - min / scale) ([rows] or [1]), for scaled_mm_azp.
+    """
+    _checks.tensor("x", x, ndim=2)
+    if not x.is_floating_point():
+        raise TypeError(f"x must be a floating-point tensor, got {x.dtype}")
+    xf = x.float()
+
+    def reduce(fn):
+        return fn(xf, dim=1, keepdim=True) if per_row else fn(xf).reshape(1)
+
+    if symmetric:
+        scale = reduce(lambda t, **kw: t.abs().amax(**kw)).clamp(min=_TINY) / 127.0
+        q = torch.round(xf / (scale if per_row else scale[0])).clamp(-128, 127).to(torch.int8)
+        return q, scale
+    lo = reduce(lambda t, **kw: t.amin(**kw)).clamp(max=0.0)
+    hi = reduce(lambda t, **kw: t.amax(**kw)).clamp(min=0.0)
+    scale = ((hi - lo) / 255.0).clamp(min=_TINY)
+    azp = torch.round(-128.0 - lo / scale)
+    q = (torch.round(xf / (scale if per_row else scale[0])) + (azp if per_row else azp[0])).clamp(-128, 127)
+    return q.to(torch.int8), scale, azp.reshape(-1).to(torch.int32)

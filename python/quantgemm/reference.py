@@ -49,3 +49,21 @@ def mm_u4(a: torch.Tensor, w_q: torch.Tensor, scales: torch.Tensor, zeros: torch
 def mm_u4b8(a: torch.Tensor, w_q: torch.Tensor, scales: torch.Tensor, group_size: int) -> torch.Tensor:
     """fp32 [M, N] = a @ dequantize_u4b8(w_q, scales)^T."""
     return mm_4bit(a, w_q, scales, group_size)
+
+
+def scaled_mm(a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor, scale_b: torch.Tensor,
+              bias: torch.Tensor | None = None, azp_adj: torch.Tensor | None = None,
+              azp: torch.Tensor | None = None) -> torch.Tensor:
+    """fp32 [M, N] = sa * (sb * (a @ b^T - azp[m] * azp_adj[n])) + bias[n], the W8A8 kernels' math:
+    the integer product and its correction exact (float64) for int8, an fp32 matmul of the exactly
+    converted e4m3 values for FP8; then the scales and bias in fp32, in the kernels' order."""
+    if a.dtype == torch.int8:
+        acc = a.double() @ b.double().t()
+        if azp_adj is not None:
+            zp = 1.0 if azp is None else azp.double().reshape(-1, 1)
+            acc = acc - zp * azp_adj.double().reshape(1, -1)
+        acc = acc.float()
+    else:
+        acc = a.float() @ b.float().t()
+    out = scale_a.float().reshape(-1, 1) * (scale_b.float().reshape(1, -1) * acc)
+    return out if bias is None else out + bias.float().reshape(1, -1)

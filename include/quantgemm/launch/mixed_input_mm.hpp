@@ -20,14 +20,9 @@
 
 #include <cuda_runtime.h>
 
-namespace quantgemm {
+#include "quantgemm/launch/status.hpp"
 
-enum class Status : int {
-  kSuccess = 0,
-  kInvalidArgument = 1,
-  kWorkspaceTooSmall = 2,
-  kCudaError = 3,
-};
+namespace quantgemm {
 
 struct MixedInputMmArgs {
   void const* a = nullptr;
@@ -48,49 +43,8 @@ struct MixedInputMmArgs {
   cudaStream_t stream = nullptr;
 };
 
-struct LaunchResult {
-  Status status = Status::kSuccess;
-  cudaError_t cuda = cudaSuccess;
-  size_t workspace_bytes_needed = 0;
-  int counters_needed = 0;
-};
-
 /// Launches one compiled schedule.
 using MixedInputMmLaunchFn = LaunchResult (*)(MixedInputMmArgs const&);
-
-/// An attribute of the current device, read once per device (0 when it cannot be read); one of the
-/// three the launchers read: the multiprocessor count and the compute capability's major and minor.
-inline int device_attribute(cudaDeviceAttr attribute) {
-  constexpr int kDevices = 64;
-  static int cached[kDevices][3] = {};  // value + 1; 0: not read yet
-  int const slot = attribute == cudaDevAttrMultiProcessorCount ? 0
-                   : attribute == cudaDevAttrComputeCapabilityMajor ? 1
-                                                                     : 2;
-  int device = 0;
-  if (cudaGetDevice(&device) != cudaSuccess) {
-    return 0;
-  }
-  if (device < kDevices && cached[device][slot] > 0) {
-    return cached[device][slot] - 1;
-  }
-  int value = 0;
-  if (cudaDeviceGetAttribute(&value, attribute, device) != cudaSuccess) {
-    return 0;
-  }
-  if (device < kDevices) {
-    cached[device][slot] = value + 1;
-  }
-  return value;
-}
-
-/// Multiprocessors of the current device, read once per device.
-inline int multiprocessor_count() { return device_attribute(cudaDevAttrMultiProcessorCount); }
-
-/// The current device's compute capability as 10 * major + minor (90 for sm_90), read once per device.
-inline int compute_capability() {
-  return 10 * device_attribute(cudaDevAttrComputeCapabilityMajor) +
-         device_attribute(cudaDevAttrComputeCapabilityMinor);
-}
 
 /// Structural checks shared by every schedule.
 inline bool mixed_input_mm_args_valid(MixedInputMmArgs const& x) {

@@ -1,0 +1,167 @@
+/*! \file
+    \brief The W8A8 epilogues as Sm90EVT trees: scales, bias and zero-point corrections applied to
+           the accumulators in registers, before the one store of the output.
+
+    Every formula is a struct with the tree in `EVT` and `arguments(p)` filling its runtime
+    arguments from a ScaledEpilogueParams (launch/scaled_mm.hpp). Names follow the math of docs/math.md, in the user's coordinates:
+
+      sa  [M] or one value, fp32   activation scale (per token, or per tensor)
+      sb  [N] or one value, fp32   weight scale (per channel, or per tensor)
+      bias [N] or none             in the output type
+      azp_adj [N] int32            INT8 zero-point adjustment: sum_k b[n, k] (times the activation's
+                                   zero point when that is one value per tensor)
+      azp [M] int32                INT8 activation zero point per token
+
+    Whether sa and sb are vectors or scalars is chosen at run time (a broadcast stride of 0 or 1),
+    so one compiled kernel serves per-tensor, per-token and per-channel scaling. A null bias,
+    azp_adj or azp takes its neutral value (0, 0, 1).
+
+    `Swap` says whether the kernel computes D^T = B A^T (the small-M schedules, so that the few
+    tokens are the narrow tile dimension): tokens are then the GEMM's columns rather than its rows,
+    and every per-token vector broadcasts along the other axis.
+*/
+#pragma once
+
+#include <cstdint>
+
+#include "cute/tensor.hpp"
+#include "cutlass/epilogue/fusion/sm90_callbacks_tma_warpspecialized.hpp"
+#include "cutlass/functional.h"
+
+namespace quantgemm::epilogue {
+
+namespace detail {
+
+using cute::_0;
+using cute::Stride;
+namespace fusion = cutlass::epilogue::fusion;
+
+inline constexpr auto kRound = cutlass::FloatRoundStyle::round_to_nearest;
+
+/// Vectors along the GEMM's rows (M) or columns (N), or one value: the broadcast stride is a bool
+/// picked at run time.
+template <class TileShape, class Element, class Compute>
+using ColVector = fusion::Sm90ColBroadcast<0, TileShape, Element, Compute, Stride<bool, _0, int64_t>>;
+template <class TileShape, class Element, class Compute>
+using RowVector = fusion::Sm90RowBroadcast<0, TileShape, Element, Compute, Stride<_0, bool, int64_t>>;
+
+template <bool Swap, class TileShape, class Element, class Compute = Element>
+using PerToken = cute::conditional_t<Swap, RowVector<TileShape, Element, Compute>, ColVector<TileShape, Element, Compute>>;
+template <bool Swap, class TileShape, class Element, class Compute = Element>
+using PerChannel = cute::conditional_t<Swap, ColVector<TileShape, Element, Compute>, RowVector<TileShape, Element, Compute>>;
+
+/// The runtime arguments of a ColVector or RowVector: `vector` false broadcasts ptr[0].
+template <class Vector>
+typename Vector::Arguments vector_arguments(typename Vector::ElementInput const* ptr, bool vector,
+                                            typename Vector::ElementInput null_default = {}) {
+  using StrideMNL = typename Vector::StrideMNL;
+  if constexpr (cute::is_same_v<StrideMNL, Stride<bool, _0, int64_t>>) {
+    return {ptr, null_default, StrideMNL{vector, _0{}, 0}};
+  } else {
+    return {ptr, null_default, StrideMNL{_0{}, vector, 0}};
+  }
+}
+
+template <template <class> class Fn, class Out, class Compute = float>
+using Op = fusion::Sm90Compute<Fn, Out, Compute, kRound>;
+
+}  // namespace detail
+
+/// D = sa * (sb * acc)
+template <bool Swap, class TileShape, class ElementOut>
+struct ScaledAcc {
+  using Sa = detail::PerToken<Swap, TileShape, float>;
+  using Sb = detail::PerChannel<Swap, TileShape, float>;
+  using SbAcc = cutlass::epilogue::fusion::Sm90EVT<detail::Op<cutlass::multiplies, float>, Sb,
+                                                   cutlass::epilogue::fusion::Sm90AccFetch>;
+  using EVT = cutlass::epilogue::fusion::Sm90EVT<detail::Op<cutlass::multiplies, ElementOut>, Sa, SbAcc>;
+
+  template <class Params>
+  static typename EVT::Arguments arguments(Params const& p) {
+    return {detail::vector_arguments<Sa>(p.scale_a, p.scale_a_per_token),
+            {detail::vector_arguments<Sb>(p.scale_b, p.scale_b_per_channel), {}, {}},
+            {}};
+  }
+};
+
+/// D = sa * (sb * acc) + bias
+template <bool Swap, class TileShape, class ElementOut>
+struct ScaledAccBias {
+  using Base = ScaledAcc<Swap, TileShape, ElementOut>;
+  using Sa = typename Base::Sa;
+  using Sb = typename Base::Sb;
+  using Bias = detail::PerChannel<Swap, TileShape, ElementOut, float>;
+  using EVT = cutlass::epilogue::fusion::Sm90EVT<detail::Op<cutlass::homogeneous_multiply_add, ElementOut>,
+                                                 Sa, typename Base::SbAcc, Bias>;
+
+  template <class Params>
+  static typename EVT::Arguments arguments(Params const& p) {
+    return {detail::vector_arguments<Sa>(p.scale_a, p.scale_a_per_token),
+            {detail::vector_arguments<Sb>(p.scale_b, p.scale_b_per_channel), {}, {}},
+            detail::vector_arguments<Bias>(static_cast<ElementOut const*>(p.bias), p.bias != nullptr),
+            {}};
+  }
+};
+
+/// INT8 with an activation zero point per tensor: D = sa * sb * (acc - azp_adj[N]) + bias, where
+/// azp_adj[n] = azp * sum_k b[n, k] (exact in int32).
+template <bool Swap, class TileShape, class ElementOut>
+struct AzpScaledAccBias {
+  using Base = ScaledAccBias<Swap, TileShape, ElementOut>;
+  using Sa = typename Base::Base::Sa;
+  using Sb = typename Base::Base::Sb;
+  using Bias = typename Base::Bias;
+  using AzpAdj = detail::PerChannel<Swap, TileShape, int32_t>;
+  using Corrected = cutlass::epilogue::fusion::Sm90EVT<detail::Op<cutlass::minus, float, int32_t>,
+                                                       cutlass::epilogue::fusion::Sm90AccFetch, AzpAdj>;
+  using SbAcc = cutlass::epilogue::fusion::Sm90EVT<detail::Op<cutlass::multiplies, float>,
+                                                   Sb, Corrected>;
+  using EVT = cutlass::epilogue::fusion::Sm90EVT<detail::Op<cutlass::homogeneous_multiply_add, ElementOut>,
+                                                 Sa, SbAcc, Bias>;
+
+  template <class Params>
+  static typename EVT::Arguments arguments(Params const& p) {
+    return {detail::vector_arguments<Sa>(p.scale_a, p.scale_a_per_token),
+            {detail::vector_arguments<Sb>(p.scale_b, p.scale_b_per_channel),
+             {{}, detail::vector_arguments<AzpAdj>(p.azp_adj, true), {}},
+             {}},
+            detail::vector_arguments<Bias>(static_cast<ElementOut const*>(p.bias), p.bias != nullptr),
+            {}};
+  }
+};
+
+/// INT8 with an activation zero point per token: D = sa * sb * (acc - azp[M] * azp_adj[N]) + bias,
+/// where azp_adj[n] = sum_k b[n, k]; the correction is exact in int32. A null azp is 1 (so that
+/// azp_adj may carry a per-tensor zero point, the formula above), a null azp_adj 0 (plain INT8).
+template <bool Swap, class TileShape, class ElementOut>
+struct AzpTokenScaledAccBias {
+  using Base = ScaledAccBias<Swap, TileShape, ElementOut>;
+  using Sa = typename Base::Base::Sa;
+  using Sb = typename Base::Base::Sb;
+  using Bias = typename Base::Bias;
+  using Azp = detail::PerToken<Swap, TileShape, int32_t>;
+  using AzpAdj = detail::PerChannel<Swap, TileShape, int32_t>;
+  using Correction = cutlass::epilogue::fusion::Sm90EVT<detail::Op<cutlass::multiplies, int32_t, int32_t>, Azp, AzpAdj>;
+  using Corrected = cutlass::epilogue::fusion::Sm90EVT<detail::Op<cutlass::minus, float, int32_t>,
+                                                       cutlass::epilogue::fusion::Sm90AccFetch, Correction>;
+  using SbAcc = cutlass::epilogue::fusion::Sm90EVT<detail::Op<cutlass::multiplies, float>,
+                                                   Sb, Corrected>;
+  using EVT = cutlass::epilogue::fusion::Sm90EVT<detail::Op<cutlass::homogeneous_multiply_add, ElementOut>,
+                                                 Sa, SbAcc, Bias>;
+
+  template <class Params>
+  static typename EVT::Arguments arguments(Params const& p) {
+    return {detail::vector_arguments<Sa>(p.scale_a, p.scale_a_per_token),
+            {detail::vector_arguments<Sb>(p.scale_b, p.scale_b_per_channel),
+             {{},
+              {detail::vector_arguments<Azp>(p.azp, p.azp != nullptr, 1),
+               detail::vector_arguments<AzpAdj>(p.azp_adj, p.azp_adj != nullptr, 0),
+               {}},
+              {}},
+             {}},
+            detail::vector_arguments<Bias>(static_cast<ElementOut const*>(p.bias), p.bias != nullptr),
+            {}};
+  }
+};
+
+}  // namespace quantgemm::epilogue

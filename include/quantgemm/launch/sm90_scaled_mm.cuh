@@ -1,0 +1,122 @@
+/*! \file
+    \brief One sm90 W8A8 schedule: the CUTLASS TMA warp-specialized GEMM (FP8 e4m3 or INT8, K-major
+           operands) with a quantgemm epilogue tree, and its launcher. Included by the generated
+           translation unit that instantiates it (a __global__ template must be instantiated where it
+           is launched).
+
+    A schedule is written in the coordinates of the GEMM the kernel computes: with Swap it computes
+    D^T = B A^T, so its M is the weight's N and its N the tokens (a narrow tile for small M).
+*/
+#pragma once
+
+#include <cstdint>
+
+#include "cute/tensor.hpp"
+#include "cutlass/cutlass.h"
+#include "cutlass/epilogue/collective/collective_builder.hpp"
+#include "cutlass/gemm/collective/collective_builder.hpp"
+#include "cutlass/gemm/device/gemm_universal_adapter.h"
+#include "cutlass/gemm/kernel/gemm_universal.hpp"
+#include "cutlass/gemm/kernel/tile_scheduler.hpp"
+#include "quantgemm/epilogue/scaled.hpp"
+#include "quantgemm/launch/scaled_mm.hpp"
+
+namespace quantgemm {
+
+template <class ElementAB, class ElementOut, template <bool, class, class> class Epilogue, class TileShape,
+          class ClusterShape, class KernelSchedule, class TileScheduler, bool Swap_>
+struct Sm90ScaledMm {
+  static constexpr bool Swap = Swap_;
+  using ElementA = ElementAB;
+  using ElementD = ElementOut;
+  using ElementAcc = cute::conditional_t<cute::is_same_v<ElementAB, int8_t>, int32_t, float>;
+  using Fusion = Epilogue<Swap, TileShape, ElementOut>;
+  using LayoutD = cute::conditional_t<Swap, cutlass::layout::ColumnMajor, cutlass::layout::RowMajor>;
+  static constexpr int kAlignAB = 16;
+  static constexpr int kAlignOut = 16 / sizeof(ElementOut);
+  static constexpr bool kCooperative =
+      cute::is_same_v<KernelSchedule, cutlass::gemm::KernelTmaWarpSpecializedCooperative> ||
+      cute::is_same_v<KernelSchedule, cutlass::gemm::KernelTmaWarpSpecializedCooperativeFP8FastAccum>;
+  using EpilogueSchedule = cute::conditional_t<kCooperative, cutlass::epilogue::TmaWarpSpecializedCooperative,
+                                               cutlass::epilogue::TmaWarpSpecialized>;
+
+  using CollectiveEpilogue = typename cutlass::epilogue::collective::CollectiveBuilder<
+      cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, TileShape, ClusterShape,
+      cutlass::epilogue::collective::EpilogueTileAuto, ElementAcc, float, void, LayoutD, kAlignOut, ElementOut,
+      LayoutD, kAlignOut, EpilogueSchedule, typename Fusion::EVT>::CollectiveOp;
+
+  using CollectiveMainloop = typename cutlass::gemm::collective::CollectiveBuilder<
+      cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, ElementAB, cutlass::layout::RowMajor, kAlignAB, ElementAB,
+      cutlass::layout::ColumnMajor, kAlignAB, ElementAcc, TileShape, ClusterShape,
+      cutlass::gemm::collective::StageCountAutoCarveout<int(sizeof(typename CollectiveEpilogue::SharedStorage))>,
+      KernelSchedule>::CollectiveOp;
+
+  using Kernel = cutlass::gemm::kernel::GemmUniversal<cute::Shape<int, int, int, int>, CollectiveMainloop,
+                                                      CollectiveEpilogue, TileScheduler>;
+  using Gemm = cutlass::gemm::device::GemmUniversalAdapter<Kernel>;
+};
+
+template <class Config>
+LaunchResult launch_sm90_scaled_mm(ScaledMmArgs const& x) {
+  using Gemm = typename Config::Gemm;
+  using Kernel = typename Config::Kernel;
+  using ElementA = typename Config::ElementA;
+  using ElementD = typename Config::ElementD;
+  LaunchResult result;
+  if (!scaled_mm_args_valid(x)) {
+    result.status = Status::kInvalidArgument;
+    return result;
+  }
+  if (x.M == 0) {
+    return result;
+  }
+  if (compute_capability() != 90) {
+    result.status = Status::kCudaError;
+    result.cuda = cudaErrorNoKernelImageForDevice;
+    return result;
+  }
+  // the kernel's GEMM: D^T = B A^T when swapped (its rows are the weight's)
+  typename Gemm::Arguments args;
+  args.mode = cutlass::gemm::GemmUniversalMode::kGemm;
+  args.problem_shape = {Config::Swap ? x.N : x.M, Config::Swap ? x.M : x.N, x.K, 1};
+  args.mainloop.ptr_A = static_cast<ElementA const*>(Config::Swap ? x.b : x.a);
+  args.mainloop.dA = cute::make_stride(Config::Swap ? x.ldb : x.lda, cute::Int<1>{}, int64_t(0));
+  args.mainloop.ptr_B = static_cast<ElementA const*>(Config::Swap ? x.a : x.b);
+  args.mainloop.dB = cute::make_stride(Config::Swap ? x.lda : x.ldb, cute::Int<1>{}, int64_t(0));
+  typename Kernel::StrideD stride_d;
+  if constexpr (Config::Swap) {
+    stride_d = cute::make_stride(cute::Int<1>{}, x.ldo, int64_t(0));
+  } else {
+    stride_d = cute::make_stride(x.ldo, cute::Int<1>{}, int64_t(0));
+  }
+  args.epilogue.thread = Config::Fusion::arguments(x.epilogue);
+  args.epilogue.ptr_C = nullptr;
+  args.epilogue.dC = stride_d;
+  args.epilogue.ptr_D = static_cast<ElementD*>(x.out);
+  args.epilogue.dD = stride_d;
+  cudaGetDevice(&args.hw_info.device_id);
+  args.hw_info.sm_count = multiprocessor_count();
+
+  size_t const need = Gemm::get_workspace_size(args);
+  if (need > x.workspace_bytes || (need > 0 && x.workspace == nullptr)) {
+    result.status = Status::kWorkspaceTooSmall;
+    result.workspace_bytes_needed = need;
+    return result;
+  }
+  Gemm gemm;
+  if (gemm.can_implement(args) != cutlass::Status::kSuccess) {
+    result.status = Status::kInvalidArgument;
+    return result;
+  }
+  if (gemm.initialize(args, x.workspace, x.stream) != cutlass::Status::kSuccess ||
+      gemm.run(x.stream) != cutlass::Status::kSuccess) {
+    result.status = Status::kCudaError;
+    result.cuda = cudaGetLastError();
+    if (result.cuda == cudaSuccess) {
+      result.cuda = cudaErrorLaunchFailure;
+    }
+  }
+  return result;
+}
+
+}  // namespace quantgemm
