@@ -6,7 +6,8 @@ Output goes to DIR only, in sorted order, each file rewritten only when its text
 same rules give byte-identical files and unchanged files keep their timestamps. --schedules builds
 a subset (for development): rules naming a schedule left out are dropped, and the last rule kept
 becomes the catch-all; it may also name a family's candidate schedules, which are compiled (for
-measuring) but reached only by name; "all" compiles every candidate (for the tuner). --rules takes
+measuring) but reached only by name; "all" compiles every candidate (for the tuner), "<family>:all"
+every candidate of one family and "default" the schedules the rules name. --rules takes
 a family's rules from another rules file (default: codegen/rules/<family>.json). --list prints the
 files that would be written, one per line.
 """
@@ -91,7 +92,17 @@ def render(selected: list[str] | None = None, rules_files: list[Path] | None = N
     known = set(all_schedule_names(fams))
     if selected == ["all"]:
         selected = sorted(known)
-    wanted = set(selected) if selected else set(default_schedule_names(fams))
+    wanted = set()
+    for item in selected or ["default"]:
+        if item == "default":
+            wanted |= set(default_schedule_names(fams))
+        elif item.endswith(":all"):
+            fam = next((f for f in fams if f.name == item[:-4]), None)
+            if fam is None:
+                raise SystemExit(f"generate.py: no family {item[:-4]!r}; known: {[f.name for f in fams]}")
+            wanted |= {sched.name(fam.name) for sched in fam.all_schedules()}
+        else:
+            wanted.add(item)
     unknown = wanted - known
     if unknown:
         raise SystemExit(f"generate.py: unknown schedules {sorted(unknown)}; known: {sorted(known)}")

@@ -81,7 +81,7 @@ std::vector<std::pair<std::string, std::string>> rules(std::string const& family
   return out;
 }
 
-std::string select(std::string const& family, int M, int N, int K) {
+std::string pick_schedule(std::string const& family, int M, int N, int K) {
   char const* const name = select_schedule(family.c_str(), M, N, K);
   if (name == nullptr) {
     throw std::invalid_argument("quantgemm: unknown family '" + family + "'");
@@ -113,7 +113,7 @@ std::tuple<int, size_t, int> mm_mixed_input(
     std::string const& family, std::string const& schedule, uintptr_t a, int64_t lda, uintptr_t b,
     uintptr_t group_scales, uintptr_t group_zeros, uintptr_t out, int64_t ldo, int M, int N, int K, int group_size,
     uintptr_t workspace, size_t workspace_bytes, uintptr_t counters, int counters_len, int device, uintptr_t stream) {
-  std::string const name = schedule.empty() ? select(family, M, N, K) : schedule;
+  std::string const name = schedule.empty() ? pick_schedule(family, M, N, K) : schedule;
   MixedInputMmLaunchFn const launch = launcher(mixed_input_launcher(family.c_str(), name.c_str()), family, name);
   DeviceGuard guard(device);
   MixedInputMmArgs args;
@@ -144,7 +144,7 @@ std::tuple<int, size_t> mm_scaled(std::string const& family, std::string const& 
                                   uintptr_t scale_b, bool scale_b_per_channel, uintptr_t bias, uintptr_t azp_adj,
                                   uintptr_t azp, uintptr_t out, int64_t ldo, int M, int N, int K, uintptr_t workspace,
                                   size_t workspace_bytes, int device, uintptr_t stream) {
-  std::string const name = schedule.empty() ? select(family, M, N, K) : schedule;
+  std::string const name = schedule.empty() ? pick_schedule(family, M, N, K) : schedule;
   ScaledMmLaunchFn const launch = launcher(scaled_mm_launcher(family.c_str(), name.c_str()), family, name);
   DeviceGuard guard(device);
   ScaledMmArgs args;
@@ -189,7 +189,7 @@ NB_MODULE(_C, m) {
   m.doc() = "quantgemm native kernels (raw-pointer bindings; use the quantgemm package)";
   m.attr("cuda_architectures") = built_cuda_architectures();
   m.def("schedules", &schedules, nb::arg("family"));
-  m.def("select", &select, nb::arg("family"), nb::arg("M"), nb::arg("N"), nb::arg("K"));
+  m.def("select", &pick_schedule, nb::arg("family"), nb::arg("M"), nb::arg("N"), nb::arg("K"));
   m.def("rules", &rules, nb::arg("family"));
   m.def("mm_mixed_input", &mm_mixed_input);
   m.def("mm_scaled", &mm_scaled);

@@ -1,11 +1,13 @@
-"""The main job: quantgemm's W4A16 GEMM against torch bf16 matmul (cuBLAS) over real layer shapes.
+"""The main job: quantgemm's W4A16 GEMM against torch bf16 matmul (cuBLAS) over real layer shapes;
+with --kind, its W8A8 GEMMs against torch._scaled_mm (FP8, rowwise scales) or torch._int_mm (INT8).
 
     python -m quantgemm.bench [--models llama3-8b,llama3-70b] [--m 1,16,64] [--csv out.csv]
+    python -m quantgemm.bench --kind fp8|fp8fast|int8 [...]
 
 Times are medians of CUDA-graph replays; each replay runs the op over enough weight copies that the
 weights cannot stay in the L2 between calls, and the peer runs in the same process on the same
 activations. The floor is the weight-and-scale bytes over the bandwidth of a read-only stream
-measured in the same run.
+measured in the same run. torch._int_mm needs M > 16: below, it is timed at M = 17.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from dataclasses import dataclass
 
 import torch
 
-from . import mixed_input, reference
+from . import mixed_input, reference, scaled
 from ._native import native
 from .models import DEFAULT_MODELS, MODELS, parse_models, unsupported_reason
 from .quantize import quantize_u4b8
@@ -101,6 +103,50 @@ def quantized_copies(w: torch.Tensor, group_size: int, l2_bytes: int):
                                  for _ in range(copies_for(qbytes, l2_bytes))]
 
 
+def scaled_copies(w: torch.Tensor, dtype: torch.dtype, l2_bytes: int):
+    """(bytes of one copy, [(b, scale_b)] copies to rotate through) of a real weight quantized per
+    channel to `dtype` (e4m3 or int8)."""
+    b, sb = scaled.quantize_activation(w, dtype)
+    nbytes = b.numel() + sb.numel() * 4
+    return nbytes, [(b.clone(), sb.reshape(-1).clone()) for _ in range(copies_for(nbytes, l2_bytes))]
+
+
+def bench_scaled_shape(model, layer, n, k, ms, kind, bandwidth, l2_bytes, check=True, schedules=(None,)) -> list[Row]:
+    """W8A8 (`kind`: fp8, fp8fast or int8) against torch._scaled_mm / torch._int_mm."""
+    dtype = torch.int8 if kind == "int8" else torch.float8_e4m3fn
+    fast = kind == "fp8fast"
+    torch.manual_seed(0)
+    w = torch.randn(n, k, device="cuda", dtype=torch.bfloat16) / math.sqrt(k)
+    nbytes, copies = scaled_copies(w, dtype, l2_bytes)
+    del w
+    rows = []
+    for m in ms:
+        a, sa = scaled.quantize_activation(torch.randn(m, k, device="cuda", dtype=torch.bfloat16), dtype)
+        out = torch.empty(m, n, device="cuda", dtype=torch.bfloat16)
+        if kind == "int8":
+            a_peer = a if m > 16 else torch.cat([a, a.new_zeros(17 - m, k)])
+            peer = [lambda b=b: torch._int_mm(a_peer, b.t()) for b, _ in copies]
+        else:
+            peer = [lambda b=b, sb=sb: torch._scaled_mm(a, b.t(), scale_a=sa, scale_b=sb.reshape(1, -1),
+                                                        out_dtype=torch.bfloat16, use_fast_accum=fast)
+                    for b, sb in copies]
+        tt = graph_time_us(peer)
+        for sched in schedules:
+            if check:
+                b, sb = copies[0]
+                scaled.scaled_mm(a, b, sa, sb, out=out, use_fast_accum=fast, schedule=sched)
+                ref = reference.scaled_mm(a, b, sa, sb)
+                rel = ((out.float() - ref).norm() / ref.norm()).item()
+                if not rel < 1e-2:
+                    raise RuntimeError(f"{model} {layer} M={m}: relative error {rel:.3g} against the reference")
+            qg = graph_time_us([lambda b=b, sb=sb: scaled.scaled_mm(a, b, sa, sb, out=out, use_fast_accum=fast,
+                                                                    schedule=sched) for b, sb in copies])
+            rows.append(Row(model, layer, n, k, m, qg, tt, nbytes / bandwidth * 1e6,
+                            sched or scaled.select_schedule(m, n, k, dtype, use_fast_accum=fast)))
+            print(format_row(rows[-1]), flush=True)
+    return rows
+
+
 def bench_shape(model, layer, n, k, ms, group_size, bandwidth, l2_bytes, check=True, schedules=(None,)) -> list[Row]:
     device = torch.device("cuda")
     torch.manual_seed(0)
@@ -171,8 +217,11 @@ def format_row(r: Row) -> str:
             f"{r.speedup:>7.2f} {r.floor_us:>8.1f} {r.over_floor:>7.2f}  {r.schedule}")
 
 
-def markdown_table(rows: list[Row]) -> str:
-    lines = ["| model | layer | N | K | M | quantgemm us | torch bf16 us | speedup | floor us | x floor | schedule |",
+PEERS = {"w4a16": "torch bf16", "fp8": "torch._scaled_mm", "fp8fast": "torch._scaled_mm fast", "int8": "torch._int_mm"}
+
+
+def markdown_table(rows: list[Row], peer: str = PEERS["w4a16"]) -> str:
+    lines = [f"| model | layer | N | K | M | quantgemm us | {peer} us | speedup | floor us | x floor | schedule |",
              "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
     for r in rows:
         lines.append(f"| {r.model} | {r.layer} | {r.n} | {r.k} | {r.m} | {r.quantgemm_us:.1f} | {r.torch_us:.1f} | "
@@ -193,6 +242,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--profile", metavar="N,K,M", default=None,
                         help="only run that problem 4 times, untimed, for a profiler (ncu --launch-skip 3)")
     parser.add_argument("--overhead", action="store_true", help="only measure the host overhead per call")
+    parser.add_argument("--kind", default="w4a16", choices=["w4a16", "fp8", "fp8fast", "int8"],
+                        help="w4a16 (u4b8 weights, against torch bf16 matmul), or W8A8: fp8 (promoted "
+                             "accumulation) and fp8fast against torch._scaled_mm, int8 against torch._int_mm")
     args = parser.parse_args(argv)
     if not torch.cuda.is_available():
         print("quantgemm.bench: no CUDA GPU is visible; the benchmark needs a Hopper (sm_90) GPU.")
@@ -222,12 +274,22 @@ def main(argv: list[str] | None = None) -> int:
     props = torch.cuda.get_device_properties(0)
     l2 = getattr(props, "L2_cache_size", 60 << 20)
     bandwidth = read_bandwidth(torch.device("cuda", torch.cuda.current_device()))
+    what = {"w4a16": f"u4b8 group {args.group_size}, bf16; peer torch bf16 matmul",
+            "fp8": "FP8 e4m3 per-token x per-channel scales, bf16 out; peer torch._scaled_mm",
+            "fp8fast": "FP8 e4m3 fast accumulation, per-token x per-channel, bf16 out; peer torch._scaled_mm "
+                       "(use_fast_accum)",
+            "int8": "INT8 per-token x per-channel scales, bf16 out; peer torch._int_mm (int32 out)"}[args.kind]
     print(f"{props.name}, {props.multi_processor_count} SMs, L2 {l2 >> 20} MB, "
-          f"read-only stream {bandwidth / 1e12:.2f} TB/s; u4b8 group {args.group_size}, bf16")
-    print(HEADER)
+          f"read-only stream {bandwidth / 1e12:.2f} TB/s; {what}")
+    print(HEADER.replace("torch us", "peer us") if args.kind != "w4a16" else HEADER)
     rows = []
     for model in models:
         for layer in MODELS[model]:
+            if args.kind != "w4a16":
+                rows += bench_scaled_shape(model, layer.name, layer.n, layer.k, ms, args.kind, bandwidth, l2,
+                                           check=not args.no_check,
+                                           schedules=args.schedules.split(",") if args.schedules else (None,))
+                continue
             why = unsupported_reason(layer.n, layer.k, args.group_size)
             if why:
                 print(f"{model} {layer.name}: skipped, {why}")
@@ -237,7 +299,7 @@ def main(argv: list[str] | None = None) -> int:
                                 schedules=args.schedules.split(",") if args.schedules else (None,))
     if args.markdown:
         with open(args.markdown, "w") as f:
-            f.write(markdown_table(rows))
+            f.write(markdown_table(rows, PEERS[args.kind]))
     if args.csv:
         with open(args.csv, "w", newline="") as f:
             writer = csv.writer(f)

@@ -13,6 +13,7 @@ import torch
 from . import _checks
 from ._native import native
 from .mixed_input import _STATUS_WORKSPACE_TOO_SMALL, _workspace
+from .quantize import quantize_fp8, quantize_int8
 
 OPERANDS = {torch.float8_e4m3fn: "fp8", torch.int8: "int8"}
 OUT_DTYPES = {torch.bfloat16: "bf16", torch.float16: "fp16"}
@@ -195,6 +196,11 @@ def scaled_mm_azp(a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor, scale
     The correction is exact (int32) before the scales. Otherwise as scaled_mm.
     """
     return scaled_mm(a, b, scale_a, scale_b, bias, out_dtype, out, schedule=schedule, azp_adj=azp_adj, azp=azp)
+
+
+def quantize_activation(x: torch.Tensor, dtype: torch.dtype = torch.float8_e4m3fn):
+    """(a, scale_a): x quantized per token, symmetrically, to `dtype` (e4m3 or int8), for scaled_mm."""
+    return quantize_fp8(x) if dtype == torch.float8_e4m3fn else quantize_int8(x)
 
 
 def azp_adjust(b: torch.Tensor, azp: int | None = None) -> torch.Tensor:

@@ -1,11 +1,13 @@
 """Measure every compiled schedule on the GPU at hand and write the dispatch rules that follow.
 
-    python -m quantgemm.tune [--models ...] [--m 1,2,...] --csv timings.csv --out u4b8_bf16.json
+    python -m quantgemm.tune [--family u4b8_bf16] [--models ...] [--m 1,2,...] --csv timings.csv --out u4b8_bf16.json
+    python -m quantgemm.tune --family fp8fast_bf16 ...        (the W8A8 families: fp8fast_bf16, fp8_bf16, int8_bf16)
     python -m quantgemm.tune --from-csv a.csv,b.csv --out u4b8_bf16.json      (no GPU needed)
 
 The build must hold the candidates (`-Ccmake.define.QUANTGEMM_SCHEDULES=all`). For every model
 layer and M bucket the tuner times each schedule whose activation-row tile fits the bucket (the
-power of two at or above M, or half of it), as medians of CUDA-graph replays with the weights
+power of two at or above M, or half of it; for W8A8, the swapped schedules up to M = 256 and the
+others from M = 64), as medians of CUDA-graph replays with the weights
 rotated beyond the L2. The rules file it writes is what the build reads
 (`-Ccmake.define.QUANTGEMM_RULES=/path/u4b8_bf16.json`, or copied over codegen/rules/); docs/tuning.md
 says how. Synthesis, per M bucket: for each schedule as the bucket's default, the layers where it
@@ -52,7 +54,12 @@ def tile_m(schedule: str) -> int:
 
 
 def admissible(schedule: str, m: int) -> bool:
-    """Whether a bucket of M rows is worth timing on this schedule's activation-row tile."""
+    """Whether a bucket of M rows is worth timing on this schedule's activation-row tile (W8A8:
+    swapped schedules up to M = 256, the others from M = 64)."""
+    if "_swap_" in schedule:
+        return m <= 256
+    if schedule.endswith(("_coop", "_pp", "_sk")):
+        return m >= 64
     fit = min(256, max(8, 1 << (m - 1).bit_length()))
     return tile_m(schedule) in (fit, fit // 2)
 
@@ -129,14 +136,14 @@ def synthesize(timings: Timings, tolerance: float = 0.03) -> list[RuleSpec]:
     return out
 
 
-def rules_json(rules: list[RuleSpec], source: str) -> str:
+def rules_json(rules: list[RuleSpec], source: str, family: str = FAMILY) -> str:
     """The rules file (codegen/rules/<family>.json's format)."""
     lines = []
     for r in rules:
         entry = {"schedule": r.schedule}
         entry.update({b: v for b, v in (("m_max", r.m_max), ("n_max", r.n_max), ("k_max", r.k_max)) if v is not None})
         lines.append("    " + json.dumps(entry))
-    return (f'{{\n  "family": {json.dumps(FAMILY)},\n  "source": {json.dumps(source)},\n  "rules": [\n'
+    return (f'{{\n  "family": {json.dumps(family)},\n  "source": {json.dumps(source)},\n  "rules": [\n'
             + ",\n".join(lines) + "\n  ]\n}\n")
 
 
@@ -150,47 +157,68 @@ def read_csv(paths: list[str]) -> Timings:
     return dict(timings)
 
 
-def measure(models: list[str], ms: list[int], group_size: int, writer=None) -> Timings:
-    """Time every admissible compiled schedule on every layer of `models` at every M in `ms`."""
+def _time_us(fns) -> float:
+    """Median time of one call: as many calls per graph as take about 2 ms."""
     import torch
 
-    from . import mixed_input
-    from .bench import graph_time_us, quantized_copies
+    from .bench import graph_time_us
+
+    start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    fns[0]()
+    start.record()
+    fns[0]()
+    stop.record()
+    stop.synchronize()
+    once = start.elapsed_time(stop) * 1e3
+    calls = max(3, min(20, int(2000 / max(once, 1.0))))
+    return graph_time_us(fns, replays=10 if once > 500 else 20, min_calls=calls)
+
+
+def measure(models: list[str], ms: list[int], group_size: int, writer=None, family: str = FAMILY) -> Timings:
+    """Time every admissible compiled schedule of `family` on every layer of `models` at every M in `ms`."""
+    import torch
+
+    from . import mixed_input, scaled
+    from .bench import quantized_copies, scaled_copies
     from .models import MODELS, unsupported_reason
 
-    schedules = [s for s in mixed_input.supported_schedules() if s.startswith(FAMILY + "_")]
+    w8a8 = family.split("_")[0] in ("fp8fast", "fp8", "int8")
+    if w8a8:
+        schedules = scaled.supported_schedules(family)
+        dtype = torch.int8 if family.startswith("int8") else torch.float8_e4m3fn
+    else:
+        schedules = [s for s in mixed_input.supported_schedules() if s.startswith(family + "_")]
     l2 = getattr(torch.cuda.get_device_properties(0), "L2_cache_size", 60 << 20)
     timings: Timings = defaultdict(dict)
     seen = set()
     for model in models:
         for layer in MODELS[model]:
             n, k = layer.n, layer.k
-            why = unsupported_reason(n, k, group_size)
+            why = None if w8a8 else unsupported_reason(n, k, group_size)
             if why or (n, k) in seen:
                 print(f"{model} {layer.name}: skipped, {why or 'measured already'}", flush=True)
                 continue
             seen.add((n, k))
             torch.manual_seed(0)
             w = torch.randn(n, k, device="cuda", dtype=torch.bfloat16) / math.sqrt(k)
-            copies = quantized_copies(w, group_size, l2)[3]
+            copies = scaled_copies(w, dtype, l2)[1] if w8a8 else quantized_copies(w, group_size, l2)[3]
             del w
             for m in ms:
-                a = torch.randn(m, k, device="cuda", dtype=torch.bfloat16)
+                x = torch.randn(m, k, device="cuda", dtype=torch.bfloat16)
                 out = torch.empty(m, n, device="cuda", dtype=torch.bfloat16)
+                if w8a8:
+                    a, sa = scaled.quantize_activation(x, dtype)
                 for s in schedules:
                     if not admissible(s, m):
                         continue
-                    fns = [lambda b=b, sc=sc, s=s: mixed_input.mm(a, b, sc, group_size, out=out, schedule=s)
-                           for b, sc in copies]
-                    start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-                    fns[0]()
-                    start.record()
-                    fns[0]()
-                    stop.record()
-                    stop.synchronize()
-                    once = start.elapsed_time(stop) * 1e3
-                    calls = max(3, min(20, int(2000 / max(once, 1.0))))
-                    us = graph_time_us(fns, replays=10 if once > 500 else 20, min_calls=calls)
+                    if w8a8:
+                        fns = [lambda b=b, sb=sb, s=s: scaled.scaled_mm(a, b, sa, sb, out=out, schedule=s,
+                                                                        use_fast_accum=family.startswith("fp8fast"))
+                               for b, sb in copies]
+                    else:
+                        fns = [lambda b=b, sc=sc, s=s: mixed_input.mm(x, b, sc, group_size, out=out, schedule=s)
+                               for b, sc in copies]
+                    us = _time_us(fns)
                     timings[(m, n, k)][s] = us
                     print(f"{model:<20} {layer.name:<8} {n:>6} {k:>6} {m:>5} {us:>10.1f}  {s}", flush=True)
                     if writer:
@@ -203,6 +231,7 @@ def main(argv: list[str] | None = None) -> int:
     from .models import MODELS, parse_models
 
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--family", default=FAMILY, help="the family to tune (u4b8_bf16, fp8fast_bf16, fp8_bf16, int8_bf16)")
     parser.add_argument("--models", default=",".join(MODELS), help=f"comma-separated, of {list(MODELS)}")
     parser.add_argument("--m", default=",".join(map(str, M_BUCKETS)), help="comma-separated M buckets")
     parser.add_argument("--group-size", type=int, default=128)
@@ -232,14 +261,14 @@ def main(argv: list[str] | None = None) -> int:
             writer = csv.writer(f) if f else None
             if writer:
                 writer.writerow(["model", "layer", "N", "K", "M", "schedule", "us"])
-            timings = measure(models, ms, args.group_size, writer)
+            timings = measure(models, ms, args.group_size, writer, args.family)
         finally:
             if f:
                 f.close()
-        source = args.source or (f"python -m quantgemm.tune on {torch.cuda.get_device_name()}, "
+        source = args.source or (f"python -m quantgemm.tune --family {args.family} on {torch.cuda.get_device_name()}, "
                                  f"group {args.group_size}, models {','.join(models)}")
     rules = synthesize(timings, args.tolerance)
-    text = rules_json(rules, source)
+    text = rules_json(rules, source, args.family)
     if args.out:
         with open(args.out, "w") as f:
             f.write(text)
