@@ -1,12 +1,13 @@
-"""quantgemm.nn.QuantLinear: a linear layer whose weight is stored as prepacked 4-bit codes."""
+"""quantgemm.nn: QuantLinear (4-bit prepacked weights, 16-bit activations) and ScaledLinear (W8A8:
+FP8 or INT8 weights with per-channel scales, activations quantized per token at run time)."""
 
 from __future__ import annotations
 
 import torch
 
-from . import checkpoint, ops
+from . import checkpoint, ops, scaled
 from .mixed_input import PrepackedWeight, _padded, mm, prepack_b, unpack_b
-from .quantize import group_count, quantize_u4, quantize_u4b8
+from .quantize import group_count, quantize_fp8, quantize_int8, quantize_u4, quantize_u4b8
 
 
 class QuantLinear(torch.nn.Module):
@@ -120,19 +121,72 @@ class QuantLinear(torch.nn.Module):
                 f"group_size={self.group_size}, bias={self.bias is not None}")
 
 
-#: quantize_model's schemes: weight type of QuantLinear, or why the scheme is not available yet.
+class ScaledLinear(torch.nn.Module):
+    """y = (sa * q(x)) @ (sb * W_q)^T + bias, W8A8: W_q [N, K] e4m3 or int8 with fp32 scales sb [N]
+    per output channel, q(x) the activation quantized per token (symmetric, dynamic) on every call.
+
+    Buffers: `weight` [N, K] (torch.float8_e4m3fn or torch.int8), `weight_scale` [N] fp32, `bias`
+    [N] or None in the activation dtype. On a Hopper GPU the forward is quantgemm.scaled_mm (FP8's
+    fast accumulation, see docs/math.md); elsewhere the pure-torch reference.
+    """
+
+    def __init__(self, in_features: int, out_features: int, bias: bool = False, device=None,
+                 dtype: torch.dtype = torch.bfloat16, weight_dtype: torch.dtype = torch.float8_e4m3fn):
+        super().__init__()
+        if dtype not in scaled.OUT_DTYPES:
+            raise ValueError(f"dtype must be torch.bfloat16 or torch.float16, got {dtype}")
+        if weight_dtype not in scaled.OPERANDS:
+            raise ValueError(f"weight_dtype must be torch.float8_e4m3fn or torch.int8, got {weight_dtype}")
+        self.in_features, self.out_features, self.dtype = in_features, out_features, dtype
+        self.register_buffer("weight", torch.zeros(out_features, in_features, dtype=weight_dtype, device=device))
+        self.register_buffer("weight_scale", torch.ones(out_features, dtype=torch.float32, device=device))
+        self.register_buffer("bias", torch.zeros(out_features, dtype=dtype, device=device) if bias else None)
+
+    @classmethod
+    def from_linear(cls, linear: torch.nn.Linear, weight_dtype: torch.dtype = torch.float8_e4m3fn) -> "ScaledLinear":
+        """Quantizes `linear`'s weight per output channel (symmetric, round to nearest)."""
+        w = linear.weight.detach()
+        dtype = w.dtype if w.dtype in scaled.OUT_DTYPES else torch.bfloat16
+        layer = cls(linear.in_features, linear.out_features, linear.bias is not None, w.device, dtype, weight_dtype)
+        q, s = quantize_fp8(w) if weight_dtype == torch.float8_e4m3fn else quantize_int8(w)
+        layer.weight.copy_(q)
+        layer.weight_scale.copy_(s.reshape(-1))
+        if linear.bias is not None:
+            layer.bias.copy_(linear.bias.detach().to(dtype))
+        return layer
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if x.shape[-1] != self.in_features:
+            raise ValueError(f"x must have {self.in_features} features in its last dimension, got shape "
+                             f"{tuple(x.shape)}")
+        a, sa = scaled.quantize_activation(x.reshape(-1, self.in_features), self.weight.dtype)
+        if a.is_cuda and not torch.compiler.is_compiling():
+            y = scaled.scaled_mm(a, self.weight, sa, self.weight_scale, self.bias, self.dtype)
+        else:
+            y = ops.scaled_mm(a, self.weight, sa, self.weight_scale, self.bias, self.dtype)
+        return y.reshape(*x.shape[:-1], self.out_features)
+
+    def extra_repr(self) -> str:
+        return (f"in_features={self.in_features}, out_features={self.out_features}, {self.weight.dtype}, "
+                f"bias={self.bias is not None}")
+
+
+#: quantize_model's schemes: what replaces each nn.Linear, or why the scheme is not available yet.
 SCHEMES = {
     "w4a16": "u4b8",     # 4-bit symmetric weights (GPTQ's format), group scales, 16-bit activations
     "w4a16-zp": "u4",    # 4-bit weights with a zero point per group (AWQ's format)
+    "fp8": torch.float8_e4m3fn,  # W8A8 FP8: per-channel weight scales, per-token dynamic activations
+    "int8": torch.int8,          # W8A8 INT8, the same scaling
 }
-_PLANNED = {"w8a16": "8-bit weight kernels", "fp8": "the W8A8 FP8 kernels", "int8": "the W8A8 INT8 kernels"}
+_PLANNED = {"w8a16": "8-bit weight mixed-input kernels"}
 
 
 def quantize_model(model: torch.nn.Module, scheme: str = "w4a16", group_size: int = 128,
                    skip=lambda name, linear: False) -> int:
-    """Replaces, in place, every nn.Linear of `model` whose shape the kernels take (N and K multiples
-    of 8, group_size dividing K) and that `skip(name, linear)` does not exclude, by a QuantLinear
-    quantized with `scheme` by round to nearest. Returns how many layers it replaced."""
+    """Replaces, in place, every nn.Linear of `model` that `skip(name, linear)` does not exclude by a
+    QuantLinear (w4a16, w4a16-zp: where N and K are multiples of 8 and group_size divides K) or a
+    ScaledLinear (fp8, int8: every shape) quantized with `scheme` by round to nearest. Returns how
+    many layers it replaced."""
     if scheme in _PLANNED:
         raise NotImplementedError(f"scheme {scheme!r} needs {_PLANNED[scheme]}, which quantgemm does not have yet")
     if scheme not in SCHEMES:
@@ -143,6 +197,10 @@ def quantize_model(model: torch.nn.Module, scheme: str = "w4a16", group_size: in
     for parent in list(model.modules()):
         for child_name, child in list(parent.named_children()):
             if type(child) is not torch.nn.Linear or skip(child_name, child):
+                continue
+            if isinstance(SCHEMES[scheme], torch.dtype):
+                setattr(parent, child_name, ScaledLinear.from_linear(child, SCHEMES[scheme]))
+                replaced += 1
                 continue
             if unsupported_reason(child.out_features, child.in_features, group_size):
                 continue
