@@ -249,10 +249,12 @@ FP8FAST_BF16 = with_rules(Family(
     name="fp8fast_bf16", weight="cutlass::float_e4m3_t", space=SCALED_SPACE, kind="scaled_mm",
     epilogue="ScaledAccBias", kernel_suffix="FP8FastAccum"), RULES_DIR / "fp8fast_bf16.json")
 #: FP8 with the accumulators promoted into fp32 every 128 of K (CUTLASS's two-level accumulation):
-#: the second set of accumulators spills beyond 64 x 128 per consumer warpgroup, so no wider tiles.
+#: the second set of accumulators spills beyond 64 x 128 per consumer warpgroup, so no wider tiles,
+#: and the promotion interval (4 wgmma k-steps) must be whole tiles, so tile_k 128.
 FP8_BF16 = with_rules(replace(
     FP8FAST_BF16, name="fp8_bf16", kernel_suffix="",
-    space=tuple(s for s in SCALED_SPACE if s.tile_m * s.tile_n // (2 if s.kernel == "coop" else 1) <= 64 * 128)),
+    space=tuple(s for s in SCALED_SPACE
+                if s.tile_k == 128 and s.tile_m * s.tile_n // (2 if s.kernel == "coop" else 1) <= 64 * 128)),
     RULES_DIR / "fp8_bf16.json")
 #: INT8 x INT8, int32 accumulation, the zero-point epilogue (azp and azp_adj optional).
 INT8_BF16 = with_rules(replace(FP8_BF16, name="int8_bf16", weight="int8_t", epilogue="AzpTokenScaledAccBias"),

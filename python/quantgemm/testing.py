@@ -10,12 +10,13 @@ mirrors every rounding the kernel does before its fp32 accumulation. What is lef
 Everything else (a wrong nibble, scale, row or stride) moves elements by about one term or more
 and fails.
 
-W8A8 (scaled_mm): a_max and w_max include the scales (max|a| * max sa, max|b| * max sb). The e4m3
-products are exact in fp32 and INT8 accumulates exactly in int32, so the same policy holds, except
-for FP8's fast accumulation: the tensor core then keeps the running sum in fewer mantissa bits
-(about 13; DeepSeek-V3's report measures it), an error that grows with K itself rather than its
-square root: atol = 2^-13 * K * max|a| * max|w| (fast_accum=True), which still catches a term of
-typical size misplaced for K up to a few thousand and any layout error at every K.
+W8A8 (scaled_mm): a_max and w_max include the scales (max|a| * max sa, max|b| * max sb). INT8
+accumulates exactly in int32, so the policy above holds. FP8's products are exact, but the tensor
+core keeps its running sum in fewer mantissa bits (about 13; DeepSeek-V3's report measures it) and
+truncates, an error that grows with the length L of each tensor-core accumulation rather than its
+square root: L = 128 when the kernel promotes into fp32 every 128 of K, L = K with fast
+accumulation. atol = 2^-13 * L * sqrt(K / L) * max|a| * max|w| (fp8_chunk=L); it still catches a
+term of typical size misplaced for K up to a few thousand, and any layout error at every K.
 """
 
 from __future__ import annotations
@@ -28,17 +29,19 @@ UNIT_ROUNDOFF = {torch.bfloat16: 2.0 ** -8, torch.float16: 2.0 ** -11, torch.flo
 
 
 def gemm_tolerance(out_dtype: torch.dtype, k: int, a_max: float, w_max: float,
-                   fast_accum: bool = False) -> tuple[float, float]:
-    """(rtol, atol) for an output of `out_dtype` from a K-long fp32 accumulation (or FP8's fast one)."""
-    if fast_accum:
-        return 2.0 * UNIT_ROUNDOFF[out_dtype], 2.0 ** -13 * k * a_max * w_max
+                   fp8_chunk: int | None = None) -> tuple[float, float]:
+    """(rtol, atol) for an output of `out_dtype` from a K-long fp32 accumulation, or an FP8 one
+    that the tensor core accumulates over fp8_chunk of K at a time."""
+    if fp8_chunk:
+        chunk = min(k, fp8_chunk)
+        return 2.0 * UNIT_ROUNDOFF[out_dtype], 2.0 ** -13 * chunk * math.sqrt(k / chunk) * a_max * w_max
     return 2.0 * UNIT_ROUNDOFF[out_dtype], 2.0 ** -16 * math.sqrt(k) * a_max * w_max
 
 
 def assert_gemm_close(out: torch.Tensor, ref: torch.Tensor, k: int, a_max: float, w_max: float,
-                      fast_accum: bool = False) -> None:
+                      fp8_chunk: int | None = None) -> None:
     """Every element within the policy, and no NaN or Inf."""
-    rtol, atol = gemm_tolerance(out.dtype, k, a_max, w_max, fast_accum)
+    rtol, atol = gemm_tolerance(out.dtype, k, a_max, w_max, fp8_chunk)
     got = out.float().cpu()
     want = ref.float().cpu()
     if not torch.isfinite(got).all():

@@ -218,7 +218,11 @@ def measure(models: list[str], ms: list[int], group_size: int, writer=None, fami
                     else:
                         fns = [lambda b=b, sc=sc, s=s: mixed_input.mm(x, b, sc, group_size, out=out, schedule=s)
                                for b, sc in copies]
-                    us = _time_us(fns)
+                    try:
+                        us = _time_us(fns)
+                    except (ValueError, RuntimeError) as e:  # a schedule that cannot serve this shape
+                        print(f"{model} {layer.name} M={m} {s}: skipped, {e}", flush=True)
+                        continue
                     timings[(m, n, k)][s] = us
                     print(f"{model:<20} {layer.name:<8} {n:>6} {k:>6} {m:>5} {us:>10.1f}  {s}", flush=True)
                     if writer:
