@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from codegen.schedules import RULES_DIR, Family, U4B8_BF16, load_rules
+from codegen.schedules import FAMILIES, RULES_DIR, Family, U4B8_BF16, load_rules
 from quantgemm import tune
 from quantgemm.models import MODELS, unsupported_reason
 
@@ -104,11 +104,14 @@ def test_unknown_models_are_named():
 TUNING = Path(__file__).resolve().parent.parent / "docs" / "tuning"
 
 
-def test_the_committed_rules_come_from_the_committed_timings():
-    timings = tune.read_csv(sorted(str(p) for p in TUNING.glob("h200-*.csv")))
+@pytest.mark.parametrize("family,pattern", [("u4b8_bf16", "h200-*.csv"), ("fp8_bf16", "fp8_bf16-h200.csv"),
+                                            ("fp8fast_bf16", "fp8fast_bf16-h200.csv")])
+def test_the_committed_rules_come_from_the_committed_timings(family, pattern):
+    timings = tune.read_csv(sorted(str(p) for p in TUNING.glob(pattern)))
     rules = tune.synthesize(timings)
-    committed = load_rules(RULES_DIR / "u4b8_bf16.json", "u4b8_bf16")
-    assert [(r.schedule.name("u4b8_bf16"), r.m_max, r.n_max, r.k_max) for r in committed] == \
+    fam = next(f for f in FAMILIES if f.name == family)
+    committed = load_rules(RULES_DIR / f"{family}.json", family, fam.schedule_type)
+    assert [(r.schedule.name(family), r.m_max, r.n_max, r.k_max) for r in committed] == \
         [(r.schedule, r.m_max, r.n_max, r.k_max) for r in rules]
 
 
