@@ -4,7 +4,8 @@ the CPU forward is the reference path, the GPU forward quantgemm.mm."""
 import pytest
 import torch
 
-from quantgemm import reference
+import quantgemm
+from quantgemm import checkpoint, reference
 from quantgemm.nn import QuantLinear
 from quantgemm.testing import assert_gemm_close
 from test_checkpoint import AWQ_ORDER, gptq_layer, pack_along
@@ -49,10 +50,47 @@ def test_from_gptq_symmetric_and_refusals():
     x = torch.randn(2, k, dtype=torch.bfloat16)
     want = x.float() @ reference.dequantize_u4b8(q.weight_codes(), q.scales, group).t()
     assert torch.allclose(q(x).float(), want, rtol=2**-7, atol=1e-3)
-    with pytest.raises(NotImplementedError, match="act-order"):
-        QuantLinear.from_gptq(*gptq_layer(n, k, group, zeros, act_order=True)[:4])
     with pytest.raises(ValueError, match="x must have 256 features"):
         q(torch.randn(2, 255, dtype=torch.bfloat16))
+
+
+@pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=requires_hopper)])
+@pytest.mark.parametrize("symmetric", [True, False])
+def test_from_gptq_act_order(device, symmetric):
+    n, k, group = 256, 512, 128
+    g = torch.Generator().manual_seed(5)
+    zeros = torch.full((k // group, n), 8, dtype=torch.uint8) if symmetric else \
+        torch.randint(0, 16, (k // group, n), generator=g, dtype=torch.uint8)
+    qweight, qzeros, scales, g_idx, _ = gptq_layer(n, k, group, zeros, act_order=True)
+    q = QuantLinear.from_gptq(qweight, qzeros, scales, g_idx).to(device)
+    assert q.perm is not None and not torch.equal(q.perm.cpu(), torch.arange(k))
+    conv = checkpoint.from_gptq(qweight, qzeros, scales, g_idx)
+    x = torch.randn(9, k, dtype=torch.bfloat16)
+    y = q(x.to(device))
+    # the kernel's math on the activation's columns in the weight's order ...
+    zeros_q = None if q.zeros is None else q.zeros.cpu()
+    want = reference.mm_4bit(x[:, conv.perm], conv.codes, q.scales.cpu(), group, zeros_q)
+    w_max = reference._dequantize(conv.codes, q.scales.cpu(), zeros_q, group).abs().max().item()
+    assert_gemm_close(y, want, k, x.float().abs().max().item(), w_max)
+    # ... which is the checkpoint's weight in its own input order (up to the scales' rounding to bf16)
+    ckpt = x.float() @ conv.dequantize().t()
+    assert ((y.float().cpu() - ckpt).norm() / ckpt.norm()).item() < 1e-2
+    if device == "cuda" and conv.zeros is None:  # the direct API: the permutation kept with the prepacked weight
+        b = quantgemm.prepack_b(conv.codes.cuda(), perm=conv.perm)
+        out = quantgemm.mm(x.cuda(), b, q.scales, group)
+        assert_gemm_close(out, want, k, x.float().abs().max().item(), w_max)
+    # a saved act-order layer loads into one built with act_order=True
+    r = QuantLinear(k, n, group, weight_type=q.weight_type, act_order=True).to(device)
+    r.load_state_dict(q.state_dict())
+    assert torch.equal(r(x.to(device)), y)
+
+
+def test_prepack_refuses_a_perm_that_is_not_a_permutation():
+    codes = torch.zeros(128, 64, dtype=torch.uint8)
+    with pytest.raises(ValueError, match="perm must be a permutation of 0..63"):
+        quantgemm.prepack_b(codes, perm=torch.zeros(64, dtype=torch.int64))
+    with pytest.raises(ValueError, match=r"perm must have shape \(64,\)"):
+        quantgemm.prepack_b(codes, perm=torch.arange(32))
 
 
 def test_from_gptq_asymmetric_is_u4():

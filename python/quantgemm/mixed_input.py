@@ -30,15 +30,18 @@ _STATUS_WORKSPACE_TOO_SMALL = 2
 
 class PrepackedWeight:
     """An [N, K] weight in quantgemm's prepacked layout (docs/layout.md), zero-padded to whole blocks
-    (a multiple of 128 rows and 64 columns); opaque to users."""
+    (a multiple of 128 rows and 64 columns); opaque to users. `perm` ([K] int64, or None): for
+    GPTQ act-order weights, column j of the weight is input channel perm[j], and mm takes the
+    activation's columns in that order."""
 
-    __slots__ = ("data", "n", "k", "weight_type")
+    __slots__ = ("data", "n", "k", "weight_type", "perm")
 
-    def __init__(self, data: torch.Tensor, n: int, k: int, weight_type: str):
+    def __init__(self, data: torch.Tensor, n: int, k: int, weight_type: str, perm: torch.Tensor | None = None):
         self.data = data
         self.n = n
         self.k = k
         self.weight_type = weight_type
+        self.perm = perm
 
     @property
     def device(self) -> torch.device:
@@ -49,7 +52,8 @@ class PrepackedWeight:
         return (self.n, self.k)
 
     def to(self, device) -> "PrepackedWeight":
-        return PrepackedWeight(self.data.to(device), self.n, self.k, self.weight_type)
+        return PrepackedWeight(self.data.to(device), self.n, self.k, self.weight_type,
+                               None if self.perm is None else self.perm.to(device))
 
     def __repr__(self) -> str:
         return f"PrepackedWeight({self.weight_type}, N={self.n}, K={self.k}, device={self.device})"
@@ -77,24 +81,32 @@ def _check_group(k: int, group_size: int) -> int:
     return groups
 
 
-def check_prepack_args(w_q: torch.Tensor, weight_type: str) -> tuple[int, int]:
+def check_prepack_args(w_q: torch.Tensor, weight_type: str, perm: torch.Tensor | None = None) -> tuple[int, int]:
     """prepack_b's checks of what its arguments are (no GPU, fake tensors too); the padded shape."""
     if weight_type not in WEIGHT_TYPES:
         raise ValueError(f"weight_type must be one of {WEIGHT_TYPES}, got {weight_type!r}")
     _checks.tensor("w_q", w_q, dtype=torch.uint8, ndim=2)
     n, k = w_q.shape
     _check_weight_shape(n, k)
+    if perm is not None:
+        _checks.tensor("perm", perm, dtype=torch.int64, ndim=1)
+        _checks.shape("perm", perm, (k,))
     return _padded(n, k)
 
 
-def prepack_b(w_q: torch.Tensor, weight_type: str = "u4b8") -> PrepackedWeight:
+def prepack_b(w_q: torch.Tensor, weight_type: str = "u4b8", perm: torch.Tensor | None = None) -> PrepackedWeight:
     """Rewrites [N, K] uint8 codes (0..15, one per byte) into the prepacked layout, on w_q's device.
 
     N and K must be multiples of 8; the layout pads them to whole 128 x 64 blocks with the zero
     code (8), once, here: mm never copies the weight. Runs once per weight, offline: it checks the
     codes' range, which reads them back.
+
+    perm: for GPTQ act-order (desc_act) weights, the input-channel order of w_q's columns (column j
+    is input channel perm[j]; group_size consecutive columns share a scale row), as
+    checkpoint.from_gptq returns it: it is kept with the prepacked weight, and mm gathers the
+    activation's columns in that order.
     """
-    n_pad, k_pad = check_prepack_args(w_q, weight_type)
+    n_pad, k_pad = check_prepack_args(w_q, weight_type, perm)
     n, k = w_q.shape
     if w_q.numel() and int(w_q.max()) > 15:
         raise ValueError(f"w_q must hold 4-bit codes (0..15), got a maximum of {int(w_q.max())}")
@@ -108,7 +120,11 @@ def prepack_b(w_q: torch.Tensor, weight_type: str = "u4b8") -> PrepackedWeight:
                               torch._C._cuda_getCurrentRawStream(index))
     else:
         native().prepack_u4b8_host(codes.data_ptr(), n_pad, k_pad, packed.data_ptr())
-    return PrepackedWeight(packed, n, k, weight_type)
+    if perm is not None:
+        perm = perm.to(w_q.device)
+        if not torch.equal(torch.sort(perm).values, torch.arange(k, device=perm.device)):
+            raise ValueError(f"perm must be a permutation of 0..{k - 1}")
+    return PrepackedWeight(packed, n, k, weight_type, perm)
 
 
 def unpack_b(b: PrepackedWeight) -> torch.Tensor:
@@ -294,6 +310,7 @@ def mm(a: torch.Tensor, b: PrepackedWeight, group_scales: torch.Tensor, group_si
     group_zeros: for u4 weights (and only for them), the zero points [K / group_size, N] as integers
     0..15 in a's dtype, contiguous. The kernel computes (q - zero) exactly in bf16, then multiplies
     by the scale (rounded once).
+    An act-order weight (prepack_b(..., perm=...)) costs one gather of a's columns (M x K) per call.
     Runs on torch's current stream, without synchronizing the host. The kernel may start while the
     previous kernel on the stream finishes (programmatic dependent launch): it reads a and writes out
     only after that kernel has completed, but starts streaming b and group_scales at once, so a
@@ -304,6 +321,9 @@ def mm(a: torch.Tensor, b: PrepackedWeight, group_scales: torch.Tensor, group_si
     k, groups = b.k, group_scales.shape[0]
     index = _checks.cuda_index("a", a)
     _checks.same_device("b", b.data, index)
+    if b.perm is not None:  # act-order: the activation's columns in the weight's order (an M x K gather)
+        _checks.same_device("b.perm", b.perm, index)
+        a = a.index_select(1, b.perm)
     _checks.same_device("group_scales", group_scales, index)
     if group_zeros is not None:
         _checks.same_device("group_zeros", group_zeros, index)

@@ -22,7 +22,8 @@ class QuantLinear(torch.nn.Module):
     """
 
     def __init__(self, in_features: int, out_features: int, group_size: int = 128, bias: bool = False,
-                 device=None, dtype: torch.dtype = torch.bfloat16, weight_type: str = "u4b8"):
+                 device=None, dtype: torch.dtype = torch.bfloat16, weight_type: str = "u4b8",
+                 act_order: bool = False):
         super().__init__()
         if dtype not in (torch.bfloat16, torch.float16):
             raise ValueError(f"dtype must be torch.bfloat16 or torch.float16 (the activations the kernels take), "
@@ -38,6 +39,8 @@ class QuantLinear(torch.nn.Module):
         self.register_buffer("zeros", torch.full((groups, out_features), 8, dtype=dtype, device=device)
                              if weight_type == "u4" else None)
         self.register_buffer("bias", torch.zeros(out_features, dtype=dtype, device=device) if bias else None)
+        # act-order (GPTQ desc_act): [K] int64, the input channel of each weight column
+        self.register_buffer("perm", torch.arange(in_features, device=device) if act_order else None)
 
     @classmethod
     def from_linear(cls, linear: torch.nn.Linear, group_size: int = 128, weight_type: str = "u4b8") -> "QuantLinear":
@@ -61,21 +64,21 @@ class QuantLinear(torch.nn.Module):
                   dtype: torch.dtype = torch.bfloat16) -> "QuantLinear":
         """A layer from converted checkpoint weights (u4b8 when every zero point is 8, else u4) for
         activations of `dtype`."""
-        if w.perm is not None:
-            raise NotImplementedError("this layer uses act-order (desc_act): the kernels take checkpoints "
-                                      "without act-order today")
         n, k = w.codes.shape
         layer = cls(k, n, w.group_size, bias is not None, w.codes.device, dtype,
-                    weight_type="u4b8" if w.zeros is None else "u4")
+                    weight_type="u4b8" if w.zeros is None else "u4", act_order=w.perm is not None)
         layer._load(w.codes, w.scales, bias, w.zeros)
+        if w.perm is not None:
+            layer.perm.copy_(w.perm)
         return layer
 
     @classmethod
     def from_gptq(cls, qweight: torch.Tensor, qzeros: torch.Tensor, scales: torch.Tensor,
                   g_idx: torch.Tensor | None = None, bias: torch.Tensor | None = None,
                   dtype: torch.dtype = torch.bfloat16) -> "QuantLinear":
-        """A 4-bit GPTQ layer (docs/checkpoints.md), symmetric or not; act-order is refused until
-        the kernels take it."""
+        """A 4-bit GPTQ layer (docs/checkpoints.md), symmetric or not; with act-order (a g_idx that is
+        not k / group_size) the layer keeps the input-channel order and gathers the activation's
+        columns in it on every call."""
         return cls.from_int4(checkpoint.from_gptq(qweight, qzeros, scales, g_idx), bias, dtype)
 
     @classmethod
@@ -104,7 +107,8 @@ class QuantLinear(torch.nn.Module):
         if x.shape[-1] != self.in_features:
             raise ValueError(f"x must have {self.in_features} features in its last dimension, got shape "
                              f"{tuple(x.shape)}")
-        a = x.reshape(-1, self.in_features).contiguous()
+        a = x.reshape(-1, self.in_features)
+        a = a.contiguous() if self.perm is None else a.index_select(1, self.perm)
         if a.is_cuda and not torch.compiler.is_compiling():
             # eager on a GPU: the kernel directly, without the operator's dispatch (~10 us a call)
             y = mm(a, self._prepacked(), self.scales, self.group_size, group_zeros=self.zeros)
