@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from quantgemm import checkpoint
-from quantgemm.checkpoint import AWQ_ORDER, from_awq, from_gptq
+from quantgemm.checkpoint import AWQ_ORDER, Int4Weights, from_awq, from_gptq, shard
 
 
 def pack_along(codes: torch.Tensor, dim: int, order=tuple(range(8))) -> torch.Tensor:
@@ -95,3 +95,38 @@ def test_bad_checkpoints_are_named():
         from_gptq(qweight, qzeros, scales, g_idx, group_size=64)
     with pytest.raises(ValueError, match="qweight must have shape"):
         from_awq(qweight, qzeros, scales)
+
+
+@pytest.mark.parametrize("act_order", [False, True])
+def test_tensor_parallel_shards_hold_their_part_of_the_weight(act_order):
+    n, k, group, tp = 64, 512, 64, 4
+    zeros = torch.randint(0, 16, (k // group, n), generator=torch.Generator().manual_seed(9), dtype=torch.uint8)
+    qweight, qzeros, scales, g_idx, w = gptq_layer(n, k, group, zeros, act_order=False)
+    full = from_gptq(qweight, qzeros, scales, g_idx)
+    if act_order:  # permute whole groups, so that every group stays on one rank
+        order = torch.randperm(k // group, generator=torch.Generator().manual_seed(2))
+        cols = (order[:, None] * group + torch.arange(group)).flatten()
+        full = Int4Weights(full.codes[:, cols].contiguous(), full.scales[order], full.zeros[order], group, cols)
+    assert torch.equal(full.dequantize(), w)
+    for rank in range(tp):
+        col = shard(full, tp, rank, "n")
+        assert torch.equal(col.dequantize(), w[rank * n // tp:(rank + 1) * n // tp])
+        row = shard(full, tp, rank, "k")
+        assert torch.equal(row.dequantize(), w[:, rank * k // tp:(rank + 1) * k // tp])
+        assert row.group_size == group and row.scales.shape == (k // tp // group, n)
+
+
+def test_a_group_straddling_a_shard_boundary_is_an_error():
+    n, k, group = 64, 384, 128
+    zeros = torch.full((k // group, n), 8, dtype=torch.uint8)
+    full = from_gptq(*gptq_layer(n, k, group, zeros)[:4])
+    with pytest.raises(ValueError, match="straddles a tensor-parallel boundary"):
+        shard(full, 2, 0, "k")  # 192 input channels a rank: group 1 spans both
+    with pytest.raises(ValueError, match="straddles a tensor-parallel boundary"):  # act-order mixes the ranks
+        shard(from_gptq(*gptq_layer(n, k, group, zeros, act_order=True)[:4]), 3, 1, "k")
+    with pytest.raises(ValueError, match="does not split 3 ways into multiples of 8"):
+        shard(full, 3, 0, "n")
+    with pytest.raises(ValueError, match="rank must be in"):
+        shard(full, 2, 2, "k")
+    per_channel = from_gptq(*gptq_layer(n, k, k, torch.full((1, n), 8, dtype=torch.uint8))[:4])
+    assert shard(per_channel, 2, 1, "k").group_size == 192  # one group per rank

@@ -129,3 +129,44 @@ def from_awq(qweight: torch.Tensor, qzeros: torch.Tensor, scales: torch.Tensor, 
     codes = unpack_int32(qweight, dim=1, order=AWQ_ORDER).t().contiguous()  # [N, K]
     zeros = unpack_int32(qzeros, dim=1, order=AWQ_ORDER)                   # [K/g, N]
     return Int4Weights(codes, scales, None if bool((zeros == 8).all()) else zeros.contiguous(), size)
+
+
+def shard(w: Int4Weights, tp: int, rank: int, split: str) -> Int4Weights:
+    """The part of a layer that tensor-parallel rank `rank` of `tp` holds: split "n" for a
+    column-parallel layer (qkv, gate/up: output features), "k" for a row-parallel one (o, down:
+    input features, in the checkpoint's order). A K split must fall on group boundaries: a group
+    that straddles two ranks would leave a rank starting mid-group, which no kernel layout takes,
+    so it is an error here, before anything is prepacked. Per-channel scales (one group) split
+    freely."""
+    n, k = w.codes.shape
+    if not isinstance(tp, int) or tp < 1 or not isinstance(rank, int) or not 0 <= rank < tp:
+        raise ValueError(f"rank must be in [0, tp) for tp >= 1, got tp={tp!r}, rank={rank!r}")
+    if split == "n":
+        if n % tp or (n // tp) % 8:
+            raise ValueError(f"N = {n} does not split {tp} ways into multiples of 8 rows")
+        rows = slice(rank * n // tp, (rank + 1) * n // tp)
+        return Int4Weights(w.codes[rows].contiguous(), w.scales[:, rows].contiguous(),
+                           None if w.zeros is None else w.zeros[:, rows].contiguous(), w.group_size, w.perm)
+    if split != "k":
+        raise ValueError(f"split must be 'n' (column-parallel) or 'k' (row-parallel), got {split!r}")
+    if k % tp:
+        raise ValueError(f"K = {k} does not split {tp} ways")
+    part, groups = k // tp, w.scales.shape[0]
+    if groups == 1:  # per-channel: every rank keeps the scale row, its group is its K
+        cols = torch.arange(rank * part, (rank + 1) * part, device=w.codes.device)
+        return Int4Weights(w.codes[:, cols].contiguous(), w.scales, w.zeros, part, None)
+    perm = torch.arange(k, device=w.codes.device) if w.perm is None else w.perm.to(w.codes.device)
+    owner = perm // part  # the rank that holds each column's input channel
+    per_group = owner.reshape(groups, w.group_size)
+    straddling = (per_group != per_group[:, :1]).any(dim=1).nonzero().flatten().tolist()
+    if straddling:
+        raise ValueError(f"group {straddling[0]} of {w.group_size} input channels straddles a tensor-parallel "
+                         f"boundary (K = {k} over {tp} ranks of {part}): the shards must start on group "
+                         f"boundaries")
+    mine = (per_group[:, 0] == rank).nonzero().flatten()
+    cols = (mine[:, None] * w.group_size + torch.arange(w.group_size, device=mine.device)).flatten()
+    shard_perm = perm[cols] - rank * part
+    identity = torch.equal(shard_perm, torch.arange(part, device=shard_perm.device))
+    return Int4Weights(w.codes[:, cols].contiguous(), w.scales[mine].contiguous(),
+                       None if w.zeros is None else w.zeros[mine].contiguous(), w.group_size,
+                       None if identity else shard_perm)
