@@ -61,6 +61,18 @@ def test_rejects_bad_scales(bad, match):
         quantgemm.mm(a, b, bad(s), g)
 
 
+@pytest.mark.parametrize("kwargs,match", [
+    (dict(channel_scales=torch.ones(128, dtype=torch.bfloat16)), "channel_scales must have dtype torch.float32"),
+    (dict(channel_scales=torch.ones(64)), r"channel_scales must have shape \(128,\)"),
+    (dict(token_scales=torch.ones(4, 1)), "token_scales must be 1-D"),
+    (dict(token_scales=torch.ones(8)[::2]), "token_scales must be contiguous"),
+])
+def test_rejects_bad_channel_and_token_scales(kwargs, match):
+    a, b, s, g = cpu_problem()
+    with pytest.raises((TypeError, ValueError), match=match):
+        quantgemm.mm(a, b, s, g, **kwargs)
+
+
 def test_rejects_bad_out_and_schedule():
     a, b, s, g = cpu_problem()
     with pytest.raises(ValueError, match=r"out must have shape \(4, 128\)"):
@@ -182,6 +194,26 @@ def test_mm_heuristic_matches_reference(m):
 def test_mm_other_group_sizes(g):
     for m in (1, 33, 300):
         check_mm(m, 1024, 2048, g)
+
+
+@requires_hopper
+@pytest.mark.parametrize("m,schedule", [(1, None), (33, None), (300, None), (16, "u4b8_bf16_256x16x128_c1x1x1"),
+                                        (200, "u4b8_bf16_128x256x64_c1x1x1")])
+def test_mm_channel_and_token_scales(m, schedule):
+    n, k, g = 1152, 2048, 128
+    if schedule is not None and schedule not in quantgemm.supported_schedules():
+        pytest.skip(f"{schedule} is not compiled")
+    w_q, scales, b, w_max = gpu_weight(n, k, g)
+    a = torch.randn(m, k, device="cuda", dtype=torch.bfloat16)
+    cs = torch.rand(n, device="cuda") + 0.5
+    ts = torch.rand(m, device="cuda") * 4
+    out = poison_(torch.empty(m, n, device="cuda", dtype=torch.bfloat16))
+    quantgemm.mm(a, b, scales, g, out=out, schedule=schedule, channel_scales=cs, token_scales=ts)
+    ref = reference.mm_4bit(a, w_q, scales, g, channel_scales=cs, token_scales=ts)
+    assert_gemm_close(out, ref, k, a.abs().max().item() * ts.max().item(), w_max * cs.max().item())
+    only_channel = quantgemm.mm(a, b, scales, g, schedule=schedule, channel_scales=cs)
+    ref = reference.mm_4bit(a, w_q, scales, g, channel_scales=cs)
+    assert_gemm_close(only_channel, ref, k, a.abs().max().item(), w_max * cs.max().item())
 
 
 @requires_hopper

@@ -111,8 +111,9 @@ void check_launch(LaunchResult const& r, std::string const& name, int M, int N, 
 /// 2 the workspace or counters are too small (nothing launched; grow them and call again).
 std::tuple<int, size_t, int> mm_mixed_input(
     std::string const& family, std::string const& schedule, uintptr_t a, int64_t lda, uintptr_t b,
-    uintptr_t group_scales, uintptr_t group_zeros, uintptr_t out, int64_t ldo, int M, int N, int K, int group_size,
-    uintptr_t workspace, size_t workspace_bytes, uintptr_t counters, int counters_len, int device, uintptr_t stream) {
+    uintptr_t group_scales, uintptr_t group_zeros, uintptr_t channel_scales, uintptr_t token_scales, uintptr_t out,
+    int64_t ldo, int M, int N, int K, int group_size, uintptr_t workspace, size_t workspace_bytes, uintptr_t counters,
+    int counters_len, int device, uintptr_t stream) {
   std::string const name = schedule.empty() ? pick_schedule(family, M, N, K) : schedule;
   MixedInputMmLaunchFn const launch = launcher(mixed_input_launcher(family.c_str(), name.c_str()), family, name);
   DeviceGuard guard(device);
@@ -122,6 +123,8 @@ std::tuple<int, size_t, int> mm_mixed_input(
   args.b = ptr<void const>(b);
   args.group_scales = ptr<void const>(group_scales);
   args.group_zeros = ptr<void const>(group_zeros);
+  args.channel_scales = ptr<float const>(channel_scales);
+  args.token_scales = ptr<float const>(token_scales);
   args.out = ptr<void>(out);
   args.ldo = ldo;
   args.M = M;

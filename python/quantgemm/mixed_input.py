@@ -259,7 +259,8 @@ _workspace = _Workspace()
 
 def check_mm_args(a: torch.Tensor, b: PrepackedWeight, group_scales: torch.Tensor, group_size: int,
                   out: torch.Tensor | None = None, schedule: str | None = None,
-                  group_zeros: torch.Tensor | None = None) -> tuple[str, int, int]:
+                  group_zeros: torch.Tensor | None = None, channel_scales: torch.Tensor | None = None,
+                  token_scales: torch.Tensor | None = None) -> tuple[str, int, int]:
     """mm's checks of what the arguments are (types, dtypes, shapes, layouts; not where they live):
     they need no GPU and run on fake tensors too. Returns (kernel family, M, N)."""
     if not isinstance(b, PrepackedWeight):
@@ -289,6 +290,11 @@ def check_mm_args(a: torch.Tensor, b: PrepackedWeight, group_scales: torch.Tenso
         _checks.contiguous("group_zeros", group_zeros)
     elif group_zeros is not None:
         raise ValueError(f"group_zeros must be None for a {b.weight_type} weight (its zero point is fixed)")
+    for name, x, length in (("channel_scales", channel_scales, n), ("token_scales", token_scales, m)):
+        if x is not None:
+            _checks.tensor(name, x, dtype=torch.float32, ndim=1)
+            _checks.shape(name, x, (length,))
+            _checks.contiguous(name, x)
     if schedule is not None and schedule not in _compiled_schedules(family):
         raise ValueError(f"schedule must be one of {supported_schedules(b.weight_type, a.dtype)}, got {schedule!r}")
     return family, m, n
@@ -296,7 +302,8 @@ def check_mm_args(a: torch.Tensor, b: PrepackedWeight, group_scales: torch.Tenso
 
 def mm(a: torch.Tensor, b: PrepackedWeight, group_scales: torch.Tensor, group_size: int,
        out: torch.Tensor | None = None, schedule: str | None = None,
-       group_zeros: torch.Tensor | None = None) -> torch.Tensor:
+       group_zeros: torch.Tensor | None = None, channel_scales: torch.Tensor | None = None,
+       token_scales: torch.Tensor | None = None) -> torch.Tensor:
     """out[M, N] = a @ ((w_q - zero) * group_scales[k // group_size, n])^T, zero = 8 for u4b8 weights
     and group_zeros[k // group_size, n] for u4 weights.
 
@@ -310,6 +317,8 @@ def mm(a: torch.Tensor, b: PrepackedWeight, group_scales: torch.Tensor, group_si
     group_zeros: for u4 weights (and only for them), the zero points [K / group_size, N] as integers
     0..15 in a's dtype, contiguous. The kernel computes (q - zero) exactly in bf16, then multiplies
     by the scale (rounded once).
+    channel_scales, token_scales: optional fp32 [N] and [M], contiguous: the fp32 sum is multiplied
+    by channel_scales[n] * token_scales[m] before its one rounding to a's dtype.
     An act-order weight (prepack_b(..., perm=...)) costs one gather of a's columns (M x K) per call.
     Runs on torch's current stream, without synchronizing the host. The kernel may start while the
     previous kernel on the stream finishes (programmatic dependent launch): it reads a and writes out
@@ -317,7 +326,8 @@ def mm(a: torch.Tensor, b: PrepackedWeight, group_scales: torch.Tensor, group_si
     kernel that writes those two and lets its dependents launch early must not directly precede
     it (QUANTGEMM_PDL=0 in the environment turns the overlap off).
     """
-    family, m, n = check_mm_args(a, b, group_scales, group_size, out, schedule, group_zeros)
+    family, m, n = check_mm_args(a, b, group_scales, group_size, out, schedule, group_zeros, channel_scales,
+                                 token_scales)
     k, groups = b.k, group_scales.shape[0]
     index = _checks.cuda_index("a", a)
     _checks.same_device("b", b.data, index)
@@ -325,8 +335,9 @@ def mm(a: torch.Tensor, b: PrepackedWeight, group_scales: torch.Tensor, group_si
         _checks.same_device("b.perm", b.perm, index)
         a = a.index_select(1, b.perm)
     _checks.same_device("group_scales", group_scales, index)
-    if group_zeros is not None:
-        _checks.same_device("group_zeros", group_zeros, index)
+    for name, x in (("group_zeros", group_zeros), ("channel_scales", channel_scales), ("token_scales", token_scales)):
+        if x is not None:
+            _checks.same_device(name, x, index)
     if out is None:
         out = torch.empty((m, n), dtype=a.dtype, device=a.device)
     else:
@@ -347,7 +358,9 @@ def mm(a: torch.Tensor, b: PrepackedWeight, group_scales: torch.Tensor, group_si
     for _ in range(2):
         status, need_bytes, need_counters = native().mm_mixed_input(
             family, schedule or "", a.data_ptr(), lda, b.data.data_ptr(), group_scales.data_ptr(),
-            0 if group_zeros is None else group_zeros.data_ptr(), out.data_ptr(), ldo, m, n, k, k // groups,
+            0 if group_zeros is None else group_zeros.data_ptr(),
+            0 if channel_scales is None else channel_scales.data_ptr(),
+            0 if token_scales is None else token_scales.data_ptr(), out.data_ptr(), ldo, m, n, k, k // groups,
             partials.data_ptr(), partials.numel(), counters.data_ptr(), counters.numel(), index, stream)
         if status != _STATUS_WORKSPACE_TOO_SMALL:
             return out

@@ -1,7 +1,8 @@
 """quantgemm's operators registered with torch.library, so that torch.compile traces them as single
 ops (no graph break) and CUDA graphs capture them.
 
-    torch.ops.quantgemm.mm(a, b_data, n, k, weight_type, group_scales, group_size, group_zeros, schedule)
+    torch.ops.quantgemm.mm(a, b_data, n, k, weight_type, group_scales, group_size, group_zeros, schedule,
+                           channel_scales, token_scales)
     torch.ops.quantgemm.prepack_b(w_q, weight_type)
     torch.ops.quantgemm.scaled_mm(a, b, scale_a, scale_b, bias, out_dtype, use_fast_accum, azp_adj, azp)
 
@@ -21,20 +22,24 @@ from .mixed_input import PrepackedWeight
 
 @torch.library.custom_op("quantgemm::mm", mutates_args=())
 def mm(a: torch.Tensor, b_data: torch.Tensor, n: int, k: int, weight_type: str, group_scales: torch.Tensor,
-       group_size: int, group_zeros: torch.Tensor | None = None, schedule: str | None = None) -> torch.Tensor:
+       group_size: int, group_zeros: torch.Tensor | None = None, schedule: str | None = None,
+       channel_scales: torch.Tensor | None = None, token_scales: torch.Tensor | None = None) -> torch.Tensor:
     """quantgemm.mm as an operator: out [M, N] in a's dtype."""
     b = PrepackedWeight(b_data, n, k, weight_type)
     if a.is_cuda:
-        return mixed_input.mm(a, b, group_scales, group_size, schedule=schedule, group_zeros=group_zeros)
-    mixed_input.check_mm_args(a, b, group_scales, group_size, None, schedule, group_zeros)
+        return mixed_input.mm(a, b, group_scales, group_size, schedule=schedule, group_zeros=group_zeros,
+                              channel_scales=channel_scales, token_scales=token_scales)
+    mixed_input.check_mm_args(a, b, group_scales, group_size, None, schedule, group_zeros, channel_scales, token_scales)
     codes = mixed_input.unpack_b(b)
-    return reference.mm_4bit(a, codes, group_scales, group_size, group_zeros).to(a.dtype)
+    return reference.mm_4bit(a, codes, group_scales, group_size, group_zeros, channel_scales,
+                             token_scales).to(a.dtype)
 
 
 @mm.register_fake
-def _(a, b_data, n, k, weight_type, group_scales, group_size, group_zeros=None, schedule=None):
+def _(a, b_data, n, k, weight_type, group_scales, group_size, group_zeros=None, schedule=None, channel_scales=None,
+      token_scales=None):
     _, m, n = mixed_input.check_mm_args(a, PrepackedWeight(b_data, n, k, weight_type), group_scales, group_size,
-                                        None, schedule, group_zeros)
+                                        None, schedule, group_zeros, channel_scales, token_scales)
     return a.new_empty((m, n))
 
 

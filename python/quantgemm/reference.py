@@ -34,11 +34,18 @@ def dequantize_u4(w_q: torch.Tensor, scales: torch.Tensor, zeros: torch.Tensor, 
 
 
 def mm_4bit(a: torch.Tensor, w_q: torch.Tensor, scales: torch.Tensor, group_size: int,
-            zeros: torch.Tensor | None = None) -> torch.Tensor:
-    """fp32 [M, N] = a @ W^T for a u4b8 weight (zeros None) or a u4 weight (its zeros)."""
+            zeros: torch.Tensor | None = None, channel_scales: torch.Tensor | None = None,
+            token_scales: torch.Tensor | None = None) -> torch.Tensor:
+    """fp32 [M, N] = a @ W^T for a u4b8 weight (zeros None) or a u4 weight (its zeros), times the
+    optional fp32 channel_scales[n] * token_scales[m] (in that order, as the kernel's epilogue)."""
     zeros = None if zeros is None else zeros.to(a.device)
     w = _dequantize(w_q.to(a.device), scales.to(a.device), zeros, group_size)
-    return a.float() @ w.t()
+    out = a.float() @ w.t()
+    if channel_scales is None and token_scales is None:
+        return out
+    cs = 1.0 if channel_scales is None else channel_scales.float().to(a.device).reshape(1, -1)
+    ts = 1.0 if token_scales is None else token_scales.float().to(a.device).reshape(-1, 1)
+    return out * (cs * ts)
 
 
 def mm_u4(a: torch.Tensor, w_q: torch.Tensor, scales: torch.Tensor, zeros: torch.Tensor, group_size: int) -> torch.Tensor:

@@ -1,7 +1,8 @@
 /*! \file
     \brief Persistent warp-specialized sm90 mixed-input GEMM with stream-K:
 
-             out[m, n] = sum_k a[m, k] * ((q[n, k] - zero) * s[k / group, n])     (fp32 accumulate)
+             out[m, n] = cs[n] * ts[m] * sum_k a[m, k] * ((q[n, k] - zero) * s[k / group, n])
+             (fp32 accumulate; cs, ts optional fp32 channel and token scales, else 1)
 
     Warpgroup 0 holds the producers (in warps 0 and 3, one thread per 128-row block row issues its
     weight and scale copies; in warp 2, one thread the activation loads) and the stream-K
@@ -87,6 +88,9 @@ struct Sm90GemmMixedInputStreamK {
     StreamKDecomposition work;
     float* workspace;     ///< work.sk_slots() tiles of fp32 partials
     int* counters;        ///< work.sk_tiles arrival counters, zero at rest
+    float const* channel_scales;  ///< [N] fp32 or nullptr: out[m, n] *= channel_scales[n]
+    float const* token_scales;    ///< [M] fp32 or nullptr: out[m, n] *= token_scales[m]
+    int M;
   };
 
   struct SharedStorage {
@@ -274,13 +278,26 @@ struct Sm90GemmMixedInputStreamK {
     int const row = (ct / 32) * 16 + (ct % 32) / 4;
     int const col = 2 * (ct % 4);
     ElementA* out = s.out.data();
+    // optional fp32 scales per output channel and per token, applied to the fp32 sum before its one
+    // rounding (rows and tokens past the problem read 1: the TMA store drops them)
+    float channel[Mainloop::kBlocksN][2];
+    CUTE_UNROLL
+    for (int blk = 0; blk < Mainloop::kBlocksN; ++blk) {
+      CUTE_UNROLL
+      for (int h = 0; h < 2; ++h) {
+        int const n = n_tile * TileN + blk * 128 + row + 8 * h;
+        channel[blk][h] = p.channel_scales != nullptr && n < p.mainloop.N ? p.channel_scales[n] : 1.f;
+      }
+    }
     CUTE_UNROLL
     for (int blk = 0; blk < Mainloop::kBlocksN; ++blk) {
       CUTE_UNROLL
       for (int v = 0; v < TileM / 2; ++v) {
         int const n = blk * 128 + row + 8 * ((v / 2) % 2);
         int const m = col + v % 2 + 8 * (v / 4);
-        out[m * TileN + n] = ElementA(accum(v + blk * (TileM / 2)));
+        int const m_global = m_tile * TileM + m;
+        float const token = p.token_scales != nullptr && m_global < p.M ? p.token_scales[m_global] : 1.f;
+        out[m * TileN + n] = ElementA(accum(v + blk * (TileM / 2)) * (channel[blk][(v / 2) % 2] * token));
       }
     }
     cute::tma_store_fence();

@@ -2,8 +2,8 @@
     \brief Host launcher of the sm90 mixed-input GEMM: raw pointers, sizes, strides and a stream in,
            a status out; nothing throws.
 
-             out[m, n] = sum_k a[m, k] * ((q[n, k] - zero) * s[k / group_size, n])
-             (zero = 8 for u4b8, z[k / group_size, n] for u4)
+             out[m, n] = cs[n] * ts[m] * sum_k a[m, k] * ((q[n, k] - zero) * s[k / group_size, n])
+             (zero = 8 for u4b8, z[k / group_size, n] for u4; cs, ts optional fp32, else 1)
 
     a: [M, K] bf16, row stride lda (elements, a multiple of 8); b: the prepacked weight
     (layout/prepacked_b.hpp) of an [N, K] u4b8 or u4 weight, zero-padded (code 8) to a multiple of
@@ -30,6 +30,8 @@ struct MixedInputMmArgs {
   void const* b = nullptr;
   void const* group_scales = nullptr;
   void const* group_zeros = nullptr;  ///< [K / group_size, N] bf16 zero points, for weights with group zeros (u4)
+  float const* channel_scales = nullptr;  ///< optional [N] fp32: out[m, n] *= channel_scales[n]
+  float const* token_scales = nullptr;    ///< optional [M] fp32: out[m, n] *= token_scales[m]
   void* out = nullptr;
   int64_t ldo = 0;
   int M = 0;

@@ -102,6 +102,9 @@ LaunchResult launch_sm90_mixed_input_mm(MixedInputMmArgs const& x) {
   p.work = work;
   p.workspace = static_cast<float*>(x.workspace);
   p.counters = x.counters;
+  p.channel_scales = x.channel_scales;
+  p.token_scales = x.token_scales;
+  p.M = x.M;
 
   auto* kernel = &sm90_gemm_mixed_input_stream_k<Kernel>;
   static bool attribute_set[64] = {};
