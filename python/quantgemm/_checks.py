@@ -18,14 +18,29 @@ def tensor(name: str, x, *, dtype: torch.dtype | None = None, ndim: int | None =
 
 
 def shape(name: str, x: torch.Tensor, expected: tuple[int, ...]) -> None:
-    if tuple(x.shape) != tuple(expected):
+    if x.shape != expected:
         raise ValueError(f"{name} must have shape {tuple(expected)}, got {tuple(x.shape)}")
+
+
+def dense(name: str, x, dtype: torch.dtype, expected: tuple[int, ...]) -> None:
+    """A contiguous tensor of `dtype` and shape `expected` (the checks of the per-call operands that
+    the kernels read whole, in one pass: they run on every call)."""
+    tensor(name, x, dtype=dtype)
+    if x.shape != expected:
+        if x.dim() != len(expected):
+            raise ValueError(f"{name} must be {len(expected)}-D, got shape {tuple(x.shape)}")
+        shape(name, x, expected)
+    contiguous(name, x)
 
 
 def row_major(name: str, x: torch.Tensor) -> None:
     """Unit stride along the last dimension, a row stride of whole 16-byte units, a 16-byte aligned base."""
     rows, cols = x.shape
+    row_stride, col_stride = x.stride()
     elem = x.element_size()
+    if ((col_stride == 1 or cols <= 1) and (rows <= 1 or (row_stride >= cols and row_stride * elem % 16 == 0))
+            and x.data_ptr() % 16 == 0):
+        return
     if x.stride(1) != 1 and cols > 1:
         raise ValueError(f"{name} must have unit stride along its last dimension, got strides {x.stride()}")
     if rows > 1 and (x.stride(0) < cols or (x.stride(0) * elem) % 16 != 0):
@@ -47,13 +62,13 @@ def contiguous(name: str, x: torch.Tensor) -> None:
 def cuda_index(name: str, x: torch.Tensor) -> int:
     """The index of the CUDA device that x is on."""
     index = x.get_device()
-    if index < 0 or x.device.type != "cuda":
+    if index < 0 or not x.is_cuda:
         raise ValueError(f"{name} must be a CUDA tensor, got device {x.device}")
     return index
 
 
 def same_device(name: str, x: torch.Tensor, index: int) -> None:
-    if x.get_device() != index or x.device.type != "cuda":
+    if x.get_device() != index or not x.is_cuda:
         raise ValueError(f"{name} must be on cuda:{index} (where the other operands are), got {x.device}")
 
 

@@ -141,8 +141,14 @@ def _compiled_schedules(family: str = FAMILY) -> tuple[str, ...]:
     return tuple(native().schedules(family))
 
 
+_FAMILIES = {(w, d): f"{w}_{name}" for w in WEIGHT_TYPES for d, name in DTYPES.items()}
+
+
 def _family(weight_type: str, dtype: torch.dtype = torch.bfloat16) -> str:
     """The kernel family of a weight type and an activation dtype."""
+    family = _FAMILIES.get((weight_type, dtype))
+    if family is not None:
+        return family
     if weight_type not in WEIGHT_TYPES:
         raise ValueError(f"weight_type must be one of {WEIGHT_TYPES}, got {weight_type!r}")
     if dtype not in DTYPES:
@@ -275,9 +281,7 @@ def check_mm_args(a: torch.Tensor, b: PrepackedWeight, group_scales: torch.Tenso
     if not isinstance(group_size, int) or isinstance(group_size, bool):
         raise TypeError(f"group_size must be an int, got {type(group_size).__name__}")
     groups = _check_group(k, group_size)
-    _checks.tensor("group_scales", group_scales, dtype=a.dtype, ndim=2)
-    _checks.shape("group_scales", group_scales, (groups, n))
-    _checks.contiguous("group_scales", group_scales)
+    _checks.dense("group_scales", group_scales, a.dtype, (groups, n))
     if out is not None:
         _checks.tensor("out", out, dtype=a.dtype, ndim=2)
         _checks.shape("out", out, (m, n))
@@ -285,16 +289,13 @@ def check_mm_args(a: torch.Tensor, b: PrepackedWeight, group_scales: torch.Tenso
     if b.weight_type == "u4":
         if group_zeros is None:
             raise ValueError("group_zeros must be given for a u4 weight (zero points per group and column)")
-        _checks.tensor("group_zeros", group_zeros, dtype=a.dtype, ndim=2)
-        _checks.shape("group_zeros", group_zeros, (groups, n))
-        _checks.contiguous("group_zeros", group_zeros)
+        _checks.dense("group_zeros", group_zeros, a.dtype, (groups, n))
     elif group_zeros is not None:
         raise ValueError(f"group_zeros must be None for a {b.weight_type} weight (its zero point is fixed)")
-    for name, x, length in (("channel_scales", channel_scales, n), ("token_scales", token_scales, m)):
-        if x is not None:
-            _checks.tensor(name, x, dtype=torch.float32, ndim=1)
-            _checks.shape(name, x, (length,))
-            _checks.contiguous(name, x)
+    if channel_scales is not None:
+        _checks.dense("channel_scales", channel_scales, torch.float32, (n,))
+    if token_scales is not None:
+        _checks.dense("token_scales", token_scales, torch.float32, (m,))
     if schedule is not None and schedule not in _compiled_schedules(family):
         raise ValueError(f"schedule must be one of {supported_schedules(b.weight_type, a.dtype)}, got {schedule!r}")
     return family, m, n
@@ -335,9 +336,12 @@ def mm(a: torch.Tensor, b: PrepackedWeight, group_scales: torch.Tensor, group_si
         _checks.same_device("b.perm", b.perm, index)
         a = a.index_select(1, b.perm)
     _checks.same_device("group_scales", group_scales, index)
-    for name, x in (("group_zeros", group_zeros), ("channel_scales", channel_scales), ("token_scales", token_scales)):
-        if x is not None:
-            _checks.same_device(name, x, index)
+    if group_zeros is not None:
+        _checks.same_device("group_zeros", group_zeros, index)
+    if channel_scales is not None or token_scales is not None:
+        for name, x in (("channel_scales", channel_scales), ("token_scales", token_scales)):
+            if x is not None:
+                _checks.same_device(name, x, index)
     if out is None:
         out = torch.empty((m, n), dtype=a.dtype, device=a.device)
     else:
