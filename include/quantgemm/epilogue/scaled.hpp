@@ -65,41 +65,57 @@ typename Vector::Arguments vector_arguments(typename Vector::ElementInput const*
 template <template <class> class Fn, class Out, class Compute = float>
 using Op = fusion::Sm90Compute<Fn, Out, Compute, kRound>;
 
+/// The scales around an accumulator-side node `Inner`: sa * (sb * Inner), and with a bias
+/// sa * (sb * Inner) + bias, rounded once to ElementOut.
+template <bool Swap, class TileShape, class ElementOut, class Inner>
+struct Scaled {
+  using Sa = PerToken<Swap, TileShape, float>;
+  using Sb = PerChannel<Swap, TileShape, float>;
+  using Bias = PerChannel<Swap, TileShape, ElementOut, float>;
+  using SbInner = fusion::Sm90EVT<Op<cutlass::multiplies, float>, Sb, Inner>;
+  using EVT = fusion::Sm90EVT<Op<cutlass::multiplies, ElementOut>, Sa, SbInner>;
+  using EVTBias = fusion::Sm90EVT<Op<cutlass::homogeneous_multiply_add, ElementOut>, Sa, SbInner, Bias>;
+
+  template <class Params>
+  static typename SbInner::Arguments sb_inner(Params const& p, typename Inner::Arguments const& inner) {
+    return {vector_arguments<Sb>(p.scale_b, p.scale_b_per_channel), inner, {}};
+  }
+  template <class Params>
+  static typename EVT::Arguments arguments(Params const& p, typename Inner::Arguments const& inner) {
+    return {vector_arguments<Sa>(p.scale_a, p.scale_a_per_token), sb_inner(p, inner), {}};
+  }
+  template <class Params>
+  static typename EVTBias::Arguments arguments_bias(Params const& p, typename Inner::Arguments const& inner) {
+    return {vector_arguments<Sa>(p.scale_a, p.scale_a_per_token), sb_inner(p, inner),
+            vector_arguments<Bias>(static_cast<ElementOut const*>(p.bias), p.bias != nullptr), {}};
+  }
+};
+
+using Acc = fusion::Sm90AccFetch;
+
 }  // namespace detail
 
 /// D = sa * (sb * acc)
 template <bool Swap, class TileShape, class ElementOut>
 struct ScaledAcc {
-  using Sa = detail::PerToken<Swap, TileShape, float>;
-  using Sb = detail::PerChannel<Swap, TileShape, float>;
-  using SbAcc = cutlass::epilogue::fusion::Sm90EVT<detail::Op<cutlass::multiplies, float>, Sb,
-                                                   cutlass::epilogue::fusion::Sm90AccFetch>;
-  using EVT = cutlass::epilogue::fusion::Sm90EVT<detail::Op<cutlass::multiplies, ElementOut>, Sa, SbAcc>;
+  using Tree = detail::Scaled<Swap, TileShape, ElementOut, detail::Acc>;
+  using EVT = typename Tree::EVT;
 
   template <class Params>
   static typename EVT::Arguments arguments(Params const& p) {
-    return {detail::vector_arguments<Sa>(p.scale_a, p.scale_a_per_token),
-            {detail::vector_arguments<Sb>(p.scale_b, p.scale_b_per_channel), {}, {}},
-            {}};
+    return Tree::arguments(p, {});
   }
 };
 
 /// D = sa * (sb * acc) + bias
 template <bool Swap, class TileShape, class ElementOut>
 struct ScaledAccBias {
-  using Base = ScaledAcc<Swap, TileShape, ElementOut>;
-  using Sa = typename Base::Sa;
-  using Sb = typename Base::Sb;
-  using Bias = detail::PerChannel<Swap, TileShape, ElementOut, float>;
-  using EVT = cutlass::epilogue::fusion::Sm90EVT<detail::Op<cutlass::homogeneous_multiply_add, ElementOut>,
-                                                 Sa, typename Base::SbAcc, Bias>;
+  using Tree = detail::Scaled<Swap, TileShape, ElementOut, detail::Acc>;
+  using EVT = typename Tree::EVTBias;
 
   template <class Params>
   static typename EVT::Arguments arguments(Params const& p) {
-    return {detail::vector_arguments<Sa>(p.scale_a, p.scale_a_per_token),
-            {detail::vector_arguments<Sb>(p.scale_b, p.scale_b_per_channel), {}, {}},
-            detail::vector_arguments<Bias>(static_cast<ElementOut const*>(p.bias), p.bias != nullptr),
-            {}};
+    return Tree::arguments_bias(p, {});
   }
 };
 
@@ -107,26 +123,14 @@ struct ScaledAccBias {
 /// azp_adj[n] = azp * sum_k b[n, k] (exact in int32).
 template <bool Swap, class TileShape, class ElementOut>
 struct AzpScaledAccBias {
-  using Base = ScaledAccBias<Swap, TileShape, ElementOut>;
-  using Sa = typename Base::Base::Sa;
-  using Sb = typename Base::Base::Sb;
-  using Bias = typename Base::Bias;
   using AzpAdj = detail::PerChannel<Swap, TileShape, int32_t>;
-  using Corrected = cutlass::epilogue::fusion::Sm90EVT<detail::Op<cutlass::minus, float, int32_t>,
-                                                       cutlass::epilogue::fusion::Sm90AccFetch, AzpAdj>;
-  using SbAcc = cutlass::epilogue::fusion::Sm90EVT<detail::Op<cutlass::multiplies, float>,
-                                                   Sb, Corrected>;
-  using EVT = cutlass::epilogue::fusion::Sm90EVT<detail::Op<cutlass::homogeneous_multiply_add, ElementOut>,
-                                                 Sa, SbAcc, Bias>;
+  using Corrected = detail::fusion::Sm90EVT<detail::Op<cutlass::minus, float, int32_t>, detail::Acc, AzpAdj>;
+  using Tree = detail::Scaled<Swap, TileShape, ElementOut, Corrected>;
+  using EVT = typename Tree::EVTBias;
 
   template <class Params>
   static typename EVT::Arguments arguments(Params const& p) {
-    return {detail::vector_arguments<Sa>(p.scale_a, p.scale_a_per_token),
-            {detail::vector_arguments<Sb>(p.scale_b, p.scale_b_per_channel),
-             {{}, detail::vector_arguments<AzpAdj>(p.azp_adj, true), {}},
-             {}},
-            detail::vector_arguments<Bias>(static_cast<ElementOut const*>(p.bias), p.bias != nullptr),
-            {}};
+    return Tree::arguments_bias(p, {{}, detail::vector_arguments<AzpAdj>(p.azp_adj, true), {}});
   }
 };
 
@@ -135,32 +139,20 @@ struct AzpScaledAccBias {
 /// azp_adj may carry a per-tensor zero point, the formula above), a null azp_adj 0 (plain INT8).
 template <bool Swap, class TileShape, class ElementOut>
 struct AzpTokenScaledAccBias {
-  using Base = ScaledAccBias<Swap, TileShape, ElementOut>;
-  using Sa = typename Base::Base::Sa;
-  using Sb = typename Base::Base::Sb;
-  using Bias = typename Base::Bias;
   using Azp = detail::PerToken<Swap, TileShape, int32_t>;
   using AzpAdj = detail::PerChannel<Swap, TileShape, int32_t>;
-  using Correction = cutlass::epilogue::fusion::Sm90EVT<detail::Op<cutlass::multiplies, int32_t, int32_t>, Azp, AzpAdj>;
-  using Corrected = cutlass::epilogue::fusion::Sm90EVT<detail::Op<cutlass::minus, float, int32_t>,
-                                                       cutlass::epilogue::fusion::Sm90AccFetch, Correction>;
-  using SbAcc = cutlass::epilogue::fusion::Sm90EVT<detail::Op<cutlass::multiplies, float>,
-                                                   Sb, Corrected>;
-  using EVT = cutlass::epilogue::fusion::Sm90EVT<detail::Op<cutlass::homogeneous_multiply_add, ElementOut>,
-                                                 Sa, SbAcc, Bias>;
+  using Correction = detail::fusion::Sm90EVT<detail::Op<cutlass::multiplies, int32_t, int32_t>, Azp, AzpAdj>;
+  using Corrected = detail::fusion::Sm90EVT<detail::Op<cutlass::minus, float, int32_t>, detail::Acc, Correction>;
+  using Tree = detail::Scaled<Swap, TileShape, ElementOut, Corrected>;
+  using EVT = typename Tree::EVTBias;
 
   template <class Params>
   static typename EVT::Arguments arguments(Params const& p) {
-    return {detail::vector_arguments<Sa>(p.scale_a, p.scale_a_per_token),
-            {detail::vector_arguments<Sb>(p.scale_b, p.scale_b_per_channel),
-             {{},
-              {detail::vector_arguments<Azp>(p.azp, p.azp != nullptr, 1),
-               detail::vector_arguments<AzpAdj>(p.azp_adj, p.azp_adj != nullptr, 0),
-               {}},
-              {}},
-             {}},
-            detail::vector_arguments<Bias>(static_cast<ElementOut const*>(p.bias), p.bias != nullptr),
-            {}};
+    return Tree::arguments_bias(p, {{},
+                                    {detail::vector_arguments<Azp>(p.azp, p.azp != nullptr, 1),
+                                     detail::vector_arguments<AzpAdj>(p.azp_adj, p.azp_adj != nullptr, 0),
+                                     {}},
+                                    {}});
   }
 };
 
