@@ -110,6 +110,10 @@ def prepack_b(w_q: torch.Tensor, weight_type: str = "u4b8", perm: torch.Tensor |
     n, k = w_q.shape
     if w_q.numel() and int(w_q.max()) > 15:
         raise ValueError(f"w_q must hold 4-bit codes (0..15), got a maximum of {int(w_q.max())}")
+    if perm is not None:
+        perm = perm.to(w_q.device)
+        if not torch.equal(torch.sort(perm).values, torch.arange(k, device=perm.device)):
+            raise ValueError(f"perm must be a permutation of 0..{k - 1}")
     codes = torch.nn.functional.pad(w_q, (0, k_pad - k, 0, n_pad - n), value=8) if (n_pad, k_pad) != (n, k) \
         else w_q.contiguous()
     packed = torch.empty(n_pad * k_pad // 2, dtype=torch.uint8, device=w_q.device)
@@ -120,10 +124,6 @@ def prepack_b(w_q: torch.Tensor, weight_type: str = "u4b8", perm: torch.Tensor |
                               torch._C._cuda_getCurrentRawStream(index))
     else:
         native().prepack_u4b8_host(codes.data_ptr(), n_pad, k_pad, packed.data_ptr())
-    if perm is not None:
-        perm = perm.to(w_q.device)
-        if not torch.equal(torch.sort(perm).values, torch.arange(k, device=perm.device)):
-            raise ValueError(f"perm must be a permutation of 0..{k - 1}")
     return PrepackedWeight(packed, n, k, weight_type, perm)
 
 
