@@ -142,3 +142,21 @@ def test_gpu_forward_is_quantgemm_mm():
     x = torch.randn(7, 256, dtype=torch.bfloat16, device="cuda")
     w = reference.dequantize_u4b8(q.weight_codes(), q.scales.cpu(), 128)
     assert_gemm_close(q(x), x.float() @ w.cuda().t(), 256, x.abs().max().item(), w.abs().max().item())
+
+
+@pytest.mark.parametrize("weight_dtype", [torch.float8_e4m3fn, torch.int8], ids=["fp8", "int8"])
+def test_scaled_linear_matches_the_reference_on_cpu(weight_dtype):
+    from quantgemm.nn import ScaledLinear
+    from quantgemm.scaled import quantize_activation
+
+    lin = linear(n=96, k=160)
+    q = ScaledLinear.from_linear(lin, weight_dtype)
+    assert q.weight.dtype == weight_dtype and q.weight_scale.shape == (96,)
+    x = torch.randn(2, 3, 160, dtype=torch.bfloat16)
+    y = q(x)
+    assert y.shape == (2, 3, 96) and y.dtype == torch.bfloat16
+    a, sa = quantize_activation(x.reshape(-1, 160), weight_dtype)
+    want = reference.scaled_mm(a, q.weight, sa, q.weight_scale, q.bias)
+    assert torch.equal(y.reshape(-1, 96), want.to(torch.bfloat16))
+    err = (y.float() - lin(x).float()).norm() / lin(x).float().norm()
+    assert 0 < err < 0.05

@@ -1,9 +1,10 @@
 """Plot a benchmark CSV: speedup over the peer against M, one panel per model, the floor marked.
 
     python -m quantgemm.report docs/bench-h200.csv --png docs/bench-h200.png
+    python -m quantgemm.report docs/bench-h200-int8.csv --png docs/bench-h200-int8.png --peer torch._int_mm
 
-Each layer is one colour: the solid line is quantgemm's speedup over torch bf16 matmul measured in
-the same run, the dashed line the speedup quantgemm would have at the weight-stream floor (the
+Each layer is one colour: the solid line is quantgemm's speedup over the peer (torch bf16 matmul,
+or --peer) measured in the same run, the dashed line the speedup quantgemm would have at the weight-stream floor (the
 peer's time over the floor), drawn up to M = 64, where the weights are what bounds the time.
 Needs matplotlib (`pip install matplotlib`).
 """
@@ -31,7 +32,7 @@ def series(path: str) -> dict[str, dict[str, list[tuple[int, float, float]]]]:
     return {m: {layer: sorted(points) for layer, points in layers.items()} for m, layers in out.items()}
 
 
-def plot(path: str, png: str, title: str | None = None) -> None:
+def plot(path: str, png: str, title: str | None = None, peer: str = "torch bf16 matmul") -> None:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -52,7 +53,7 @@ def plot(path: str, png: str, title: str | None = None) -> None:
         ax.set_xscale("log", base=2)
         ax.set_yscale("log", base=2)
         ax.set_xlabel("M (tokens)")
-        ax.set_ylabel("speedup over torch bf16 matmul")
+        ax.set_ylabel(f"speedup over {peer}")
         ax.set_title(f"{model}   (dashed: at the weight-stream floor)")
         ax.grid(True, which="both", alpha=0.3)
         ax.legend(fontsize=8)
@@ -68,13 +69,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("csv", help="a CSV written by python -m quantgemm.bench --csv")
     parser.add_argument("--png", required=True)
     parser.add_argument("--title", default=None)
+    parser.add_argument("--peer", default="torch bf16 matmul", help="the peer's name, for the axis label")
     args = parser.parse_args(argv)
     try:
         import matplotlib  # noqa: F401
     except ImportError:
         print("quantgemm.report: plotting needs matplotlib (pip install matplotlib).")
         return 1
-    plot(args.csv, args.png, args.title)
+    plot(args.csv, args.png, args.title, args.peer)
     return 0
 
 
