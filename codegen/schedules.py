@@ -214,7 +214,7 @@ U4B8_BF16 = with_rules(Family(
     weight="u4b8",
     space=tuple(_tile(n, m, k) for n in (128, 256) for m in (8, 16, 32, 64) for k in (64, 128)
                      if not (k == 128 and m * n // 128 > 64))
-    + (_tile(128, 128), _tile(128, 256)),
+    + (_tile(128, 128), _tile(128, 256), _tile(256, 128)),
 ), RULES_DIR / "u4b8_bf16.json")
 
 # The other weight and activation types run the same mainloop (u4: one more shared-memory row, the
