@@ -143,15 +143,16 @@ class Family:
     space: tuple[Schedule, ...] = field(default_factory=tuple)  #: every tiling the tuner measures
     rules_source: str = ""  #: where the rules came from (the rules file's "source")
     activation: str = "cutlass::bfloat16_t"  #: C++ type of the activations, scales and output
-    #: "mixed_input" (quantgemm's mainloop, Schedule) or "scaled_mm" (W8A8, ScaledSchedule: weight is
-    #: the operands' C++ type, activation the output's)
+    #: "mixed_input" (quantgemm's mainloop, Schedule), "scaled_mm" (W8A8, ScaledSchedule: weight is
+    #: the operands' C++ type, activation the output's) or "block_scaled_mm" (block-scaled FP8,
+    #: ScaledSchedule: activation is the output's C++ type)
     kind: str = "mixed_input"
     epilogue: str = ""  #: scaled_mm: the epilogue/scaled.hpp formula
     kernel_suffix: str = ""  #: scaled_mm: the CUTLASS kernel schedule's suffix ("FP8FastAccum" or "")
 
     @property
     def schedule_type(self):
-        return ScaledSchedule if self.kind == "scaled_mm" else Schedule
+        return Schedule if self.kind == "mixed_input" else ScaledSchedule
 
     def schedules(self) -> list[Schedule]:
         """The schedules the rules name: what a default build compiles."""
@@ -185,6 +186,8 @@ class Family:
                     out.append(f"{self.name}: bound {bound} admits nothing")
         for sched in self.all_schedules():
             out += [f"{self.name} {sched}: {p}" for p in sched.problems()]
+            if self.kind == "block_scaled_mm":
+                out += [f"{self.name} {sched}: {p}" for p in block_scaled_problems(sched)]
         return out
 
 
@@ -266,5 +269,37 @@ FP8_FP16 = replace(FP8_BF16, name="fp8_fp16", activation="cutlass::half_t", rule
 INT8_FP16 = replace(INT8_BF16, name="int8_fp16", activation="cutlass::half_t",
                     rules_source=_BORROWED_BF16.format("int8_bf16"))
 
+
+def block_scaled_problems(s: ScaledSchedule) -> list[str]:
+    """What the blockwise-scaling mainloop further asks of a schedule: the scales' 128-wide k blocks
+    are whole stages (tile_k 128); the weight's 128-row scale blocks tile its side of the tile (the
+    kernel's M when swapped, else its N); the promoted accumulators fit beside the wgmma's when a
+    consumer warpgroup holds at most 64 x 128 of them."""
+    out = []
+    if s.tile_k != 128:
+        out.append(f"tile_k must be 128 (one scale block a stage), got {s.tile_k}")
+    weight_rows = s.tile_m if s.swap_ab else s.tile_n
+    if weight_rows % 128:
+        out.append(f"the weight's side of the tile must be a multiple of 128 rows, got {weight_rows}")
+    if s.tile_m * s.tile_n // (2 if s.kernel == "coop" else 1) > 64 * 128:
+        out.append(f"at most 64 x 128 accumulators per consumer warpgroup, got {s.tile_m} x {s.tile_n} {s.kernel}")
+    return out
+
+
+#: The block-scaled tilings the tuner measures: swapped narrow token tiles for small M (stream-K
+#: keeps every SM busy on few weight tiles) and 128 x 128 tiles for prefill.
+BLOCK_SCALED_SPACE = (
+    _scaled(128, 16, swap=True, stream_k=True), _scaled(128, 32, swap=True, stream_k=True),
+    _scaled(128, 64, swap=True, stream_k=True), _scaled(128, 16, kernel="pp", swap=True),
+    _scaled(128, 32, kernel="pp", swap=True), _scaled(64, 128, kernel="pp"), _scaled(128, 128),
+    _scaled(128, 128, stream_k=True), _scaled(128, 128, cluster=(2, 1, 1)), _scaled(128, 128, cluster=(1, 2, 1)),
+)
+
+#: Block-scaled FP8 (DeepSeek-V3): e4m3 operands, fp32 scales per token per 128 of K and per
+#: 128 x 128 weight block, applied in the K loop; bf16 output.
+FP8BLOCK_BF16 = with_rules(Family(
+    name="fp8block_bf16", weight="cutlass::float_e4m3_t", space=BLOCK_SCALED_SPACE, kind="block_scaled_mm"),
+    RULES_DIR / "fp8block_bf16.json")
+
 FAMILIES: tuple[Family, ...] = (U4B8_BF16, U4_BF16, U4B8_FP16, U4_FP16, FP8FAST_BF16, FP8_BF16, INT8_BF16,
-                                FP8FAST_FP16, FP8_FP16, INT8_FP16)
+                                FP8FAST_FP16, FP8_FP16, INT8_FP16, FP8BLOCK_BF16)

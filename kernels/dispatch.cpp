@@ -43,12 +43,20 @@ ScaledMmLaunchFn scaled_mm_launcher(char const* family, char const* schedule) {
   return find(scaled_mm_family(family), schedule);
 }
 
+BlockScaledMmLaunchFn block_scaled_mm_launcher(char const* family, char const* schedule) {
+  return find(block_scaled_mm_family(family), schedule);
+}
+
 LaunchResult mixed_input_mm(char const* family, char const* schedule, MixedInputMmArgs const& args) {
   return launch(mixed_input_family(family), family, schedule, args);
 }
 
 LaunchResult scaled_mm(char const* family, char const* schedule, ScaledMmArgs const& args) {
   return launch(scaled_mm_family(family), family, schedule, args);
+}
+
+LaunchResult block_scaled_mm(char const* family, char const* schedule, BlockScaledMmArgs const& args) {
+  return launch(block_scaled_mm_family(family), family, schedule, args);
 }
 
 }  // namespace quantgemm

@@ -64,7 +64,8 @@ std::vector<std::string> schedules(std::string const& family) {
     }
     return table.entries != nullptr;
   };
-  if (!collect(mixed_input_family(family.c_str())) && !collect(scaled_mm_family(family.c_str()))) {
+  if (!collect(mixed_input_family(family.c_str())) && !collect(scaled_mm_family(family.c_str())) &&
+      !collect(block_scaled_mm_family(family.c_str()))) {
     throw std::invalid_argument("quantgemm: unknown family '" + family + "'");
   }
   return names;
@@ -175,6 +176,34 @@ std::tuple<int, size_t> mm_scaled(std::string const& family, std::string const& 
   return {int(r.status), r.workspace_bytes_needed};
 }
 
+/// Returns (status, workspace bytes needed), as mm_mixed_input.
+std::tuple<int, size_t> mm_block_scaled(std::string const& family, std::string const& schedule, uintptr_t a,
+                                        int64_t lda, uintptr_t a_scales, uintptr_t b, int64_t ldb, uintptr_t b_scales,
+                                        uintptr_t out, int64_t ldo, int M, int N, int K, uintptr_t workspace,
+                                        size_t workspace_bytes, int device, uintptr_t stream) {
+  std::string const name = schedule.empty() ? pick_schedule(family, M, N, K) : schedule;
+  BlockScaledMmLaunchFn const launch = launcher(block_scaled_mm_launcher(family.c_str(), name.c_str()), family, name);
+  DeviceGuard guard(device);
+  BlockScaledMmArgs args;
+  args.a = ptr<void const>(a);
+  args.lda = lda;
+  args.a_scales = ptr<float const>(a_scales);
+  args.b = ptr<void const>(b);
+  args.ldb = ldb;
+  args.b_scales = ptr<float const>(b_scales);
+  args.out = ptr<void>(out);
+  args.ldo = ldo;
+  args.M = M;
+  args.N = N;
+  args.K = K;
+  args.workspace = ptr<void>(workspace);
+  args.workspace_bytes = workspace_bytes;
+  args.stream = stream_of(stream);
+  LaunchResult const r = launch(args);
+  check_launch(r, name, M, N, K);
+  return {int(r.status), r.workspace_bytes_needed};
+}
+
 void prepack_u4b8(uintptr_t codes, int N, int K, uintptr_t packed, int device, uintptr_t stream) {
   DeviceGuard guard(device);
   DeviceGuard::check(prepack_b_u4b8(ptr<uint8_t const>(codes), N, K, ptr<uint8_t>(packed), stream_of(stream)),
@@ -196,6 +225,7 @@ NB_MODULE(_C, m) {
   m.def("rules", &rules, nb::arg("family"));
   m.def("mm_mixed_input", &mm_mixed_input);
   m.def("mm_scaled", &mm_scaled);
+  m.def("mm_block_scaled", &mm_block_scaled);
   m.def("prepack_u4b8", &prepack_u4b8);
   m.def("prepack_u4b8_host", [](uintptr_t codes, int N, int K, uintptr_t packed) {
     prepack_b_u4b8_host(ptr<uint8_t const>(codes), N, K, ptr<uint8_t>(packed));

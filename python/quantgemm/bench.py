@@ -1,8 +1,10 @@
 """The main job: quantgemm's W4A16 GEMM against torch bf16 matmul (cuBLAS) over real layer shapes;
-with --kind, its W8A8 GEMMs against torch._scaled_mm (FP8, rowwise scales) or torch._int_mm (INT8).
+with --kind, its W8A8 GEMMs against torch._scaled_mm (FP8, rowwise scales) or torch._int_mm (INT8),
+or its block-scaled FP8 GEMM (DeepSeek-V3's shapes by default) against torch._scaled_mm with the
+same 1 x 128 / 128 x 128 scales where this torch and cuBLAS offer it, else rowwise.
 
     python -m quantgemm.bench [--models llama3-8b,llama3-70b] [--m 1,16,64] [--csv out.csv]
-    python -m quantgemm.bench --kind fp8|fp8fast|int8 [...]
+    python -m quantgemm.bench --kind fp8|fp8fast|int8|fp8block [...]
 
 Times are medians of CUDA-graph replays; each replay runs the op over enough weight copies that the
 weights cannot stay in the L2 between calls, and the peer runs in the same process on the same
@@ -21,10 +23,10 @@ from dataclasses import dataclass
 
 import torch
 
-from . import mixed_input, reference, scaled
+from . import block_scaled, mixed_input, reference, scaled
 from ._native import native
 from .models import DEFAULT_MODELS, MODELS, parse_models, unsupported_reason
-from .quantize import quantize_u4b8
+from .quantize import quantize_fp8, quantize_fp8_blocks, quantize_fp8_groups, quantize_u4b8
 
 DEFAULT_M = (1, 2, 4, 8, 16, 32, 48, 64, 128, 256, 512, 1024, 4096)
 
@@ -147,6 +149,95 @@ def bench_scaled_shape(model, layer, n, k, ms, kind, bandwidth, l2_bytes, check=
     return rows
 
 
+def _blockwise_peer(a, sa, b, sb):
+    """torch._scaled_mm with DeepSeek-V3's block scales (cuBLAS's 1 x 128 / 128 x 128 scaling), in
+    the scale layouts it takes, or None where this torch or cuBLAS lacks it."""
+    for sa_run, sb_run in ((sa.t().contiguous().t(), sb.t().contiguous().t()), (sa.t().contiguous().t(), sb),
+                           (sa, sb)):
+        try:
+            out = torch._scaled_mm(a, b.t(), scale_a=sa_run, scale_b=sb_run, out_dtype=torch.bfloat16)
+        except (RuntimeError, ValueError, TypeError):
+            continue
+        ref = reference.block_scaled_mm(a, sa, b, sb)
+        if ((out.float() - ref).norm() / ref.norm()).item() < 1e-2:
+            return lambda b, sb, sa_run=sa_run, t=sb_run is not sb: torch._scaled_mm(
+                a, b.t(), scale_a=sa_run, scale_b=sb.t().contiguous().t() if t else sb, out_dtype=torch.bfloat16)
+    return None
+
+
+def bench_block_scaled_shape(model, layer, n, k, ms, bandwidth, l2_bytes, check=True, schedules=(None,)) -> list[Row]:
+    """Block-scaled FP8 against torch._scaled_mm: blockwise scales where available (the row's
+    schedule is then marked "vs blockwise"), else per-token x per-channel rowwise FP8."""
+    torch.manual_seed(0)
+    w = torch.randn(n, k, device="cuda", dtype=torch.bfloat16) / math.sqrt(k)
+    b, sb = quantize_fp8_blocks(w)
+    b_row, sb_row = quantize_fp8(w)
+    nbytes = b.numel() + sb.numel() * 4
+    copies = [(b.clone(), sb.clone(), b_row.clone(), sb_row.reshape(1, -1).clone())
+              for _ in range(copies_for(nbytes, l2_bytes))]
+    del w
+    rows = []
+    for m in ms:
+        x = torch.randn(m, k, device="cuda", dtype=torch.bfloat16)
+        a, sa = quantize_fp8_groups(x)
+        a_row, sa_row = quantize_fp8(x)
+        out = torch.empty(m, n, device="cuda", dtype=torch.bfloat16)
+        blockwise = _blockwise_peer(a, sa, b, sb) if m > 0 else None
+        if blockwise is not None:
+            peer = [lambda c=c: blockwise(c[0], c[1]) for c in copies]
+        else:
+            peer = [lambda c=c: torch._scaled_mm(a_row, c[2].t(), scale_a=sa_row, scale_b=c[3],
+                                                 out_dtype=torch.bfloat16) for c in copies]
+        tt = graph_time_us(peer)
+        for sched in schedules:
+            if check:
+                block_scaled.block_scaled_mm(a, sa, b, sb, out=out, schedule=sched)
+                ref = reference.block_scaled_mm(a, sa, b, sb)
+                rel = ((out.float() - ref).norm() / ref.norm()).item()
+                if not rel < 1e-2:
+                    raise RuntimeError(f"{model} {layer} M={m}: relative error {rel:.3g} against the reference")
+            qg = graph_time_us([lambda c=c: block_scaled.block_scaled_mm(a, sa, c[0], c[1], out=out, schedule=sched)
+                                for c in copies])
+            name = sched or block_scaled.select_schedule(m, n, k)
+            rows.append(Row(model, layer, n, k, m, qg, tt, nbytes / bandwidth * 1e6,
+                            name + (" vs blockwise" if blockwise is not None else " vs rowwise")))
+            print(format_row(rows[-1]), flush=True)
+    return rows
+
+
+#: DeepGEMM's published H800 figures (README of its first release, NVCC 12.8): (M, N, K) ->
+#: (TFLOP/s, GB/s), beside quantgemm's block-scaled table for reference.
+DEEPGEMM_H800 = {
+    (64, 2112, 7168): (206, 1688), (64, 24576, 1536): (289, 2455), (64, 32768, 512): (219, 2143),
+    (64, 7168, 16384): (336, 2668), (64, 4096, 7168): (287, 2320), (64, 7168, 2048): (295, 2470),
+    (128, 2112, 7168): (352, 1509), (128, 24576, 1536): (535, 2448), (128, 32768, 512): (358, 2103),
+    (128, 7168, 16384): (645, 2604), (128, 4096, 7168): (533, 2221), (128, 7168, 2048): (510, 2277),
+    (4096, 2112, 7168): (1058, 527), (4096, 24576, 1536): (990, 786), (4096, 32768, 512): (590, 1232),
+    (4096, 7168, 16384): (1358, 343), (4096, 4096, 7168): (1304, 500), (4096, 7168, 2048): (1025, 697),
+}
+
+
+def operand_bytes(m: int, n: int, k: int) -> int:
+    """Bytes a block-scaled GEMM must move at least: both e4m3 operands, their fp32 scales, the bf16
+    output (DeepGEMM's memory-bandwidth figure counts the same)."""
+    kb, nb = -(-k // 128), -(-n // 128)
+    return m * k + n * k + 4 * (m * kb + nb * kb) + 2 * m * n
+
+
+def block_scaled_table(rows: list[Row]) -> str:
+    lines = ["| layer | N | K | M | quantgemm us | TFLOP/s | operand TB/s | torch._scaled_mm us | speedup | "
+             "DeepGEMM H800 TFLOP/s | DeepGEMM H800 TB/s | schedule |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
+    for r in rows:
+        tflops = 2 * r.m * r.n * r.k / r.quantgemm_us / 1e6
+        tbps = operand_bytes(r.m, r.n, r.k) / r.quantgemm_us / 1e6
+        dg = DEEPGEMM_H800.get((r.m, r.n, r.k))
+        lines.append(f"| {r.layer} | {r.n} | {r.k} | {r.m} | {r.quantgemm_us:.1f} | {tflops:.0f} | {tbps:.2f} | "
+                     f"{r.torch_us:.1f} | {r.speedup:.2f} | {dg[0] if dg else ''} | "
+                     f"{dg[1] / 1000 if dg else ''} | {r.schedule} |")
+    return "\n".join(lines) + "\n"
+
+
 def bench_shape(model, layer, n, k, ms, group_size, bandwidth, l2_bytes, check=True, schedules=(None,)) -> list[Row]:
     device = torch.device("cuda")
     torch.manual_seed(0)
@@ -217,7 +308,8 @@ def format_row(r: Row) -> str:
             f"{r.speedup:>7.2f} {r.floor_us:>8.1f} {r.over_floor:>7.2f}  {r.schedule}")
 
 
-PEERS = {"w4a16": "torch bf16", "fp8": "torch._scaled_mm", "fp8fast": "torch._scaled_mm fast", "int8": "torch._int_mm"}
+PEERS = {"w4a16": "torch bf16", "fp8": "torch._scaled_mm", "fp8fast": "torch._scaled_mm fast", "int8": "torch._int_mm",
+         "fp8block": "torch._scaled_mm"}
 
 
 def markdown_table(rows: list[Row], peer: str = PEERS["w4a16"]) -> str:
@@ -231,7 +323,9 @@ def markdown_table(rows: list[Row], peer: str = PEERS["w4a16"]) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--models", default=",".join(DEFAULT_MODELS), help=f"comma-separated, of {list(MODELS)}")
+    parser.add_argument("--models", default=None,
+                        help=f"comma-separated, of {list(MODELS)} (default: {','.join(DEFAULT_MODELS)}; "
+                             f"deepseek-v3-fp8 for fp8block)")
     parser.add_argument("--m", default=",".join(map(str, DEFAULT_M)), help="comma-separated M values")
     parser.add_argument("--group-size", type=int, default=128)
     parser.add_argument("--csv", default=None, help="write the rows to this CSV file")
@@ -242,9 +336,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--profile", metavar="N,K,M", default=None,
                         help="only run that problem 4 times, untimed, for a profiler (ncu --launch-skip 3)")
     parser.add_argument("--overhead", action="store_true", help="only measure the host overhead per call")
-    parser.add_argument("--kind", default="w4a16", choices=["w4a16", "fp8", "fp8fast", "int8"],
+    parser.add_argument("--kind", default="w4a16", choices=["w4a16", "fp8", "fp8fast", "int8", "fp8block"],
                         help="w4a16 (u4b8 weights, against torch bf16 matmul), or W8A8: fp8 (promoted "
-                             "accumulation) and fp8fast against torch._scaled_mm, int8 against torch._int_mm")
+                             "accumulation) and fp8fast against torch._scaled_mm, int8 against torch._int_mm, "
+                             "or fp8block (1 x 128 / 128 x 128 scales) against torch._scaled_mm")
     args = parser.parse_args(argv)
     if not torch.cuda.is_available():
         print("quantgemm.bench: no CUDA GPU is visible; the benchmark needs a Hopper (sm_90) GPU.")
@@ -267,7 +362,8 @@ def main(argv: list[str] | None = None) -> int:
         torch.cuda.synchronize()
         return 0
     try:
-        models = parse_models(args.models)
+        models = parse_models(args.models or ("deepseek-v3-fp8" if args.kind == "fp8block"
+                                              else ",".join(DEFAULT_MODELS)))
     except ValueError as e:
         parser.error(str(e))
     ms = [int(x) for x in args.m.split(",") if x.strip()]
@@ -278,13 +374,20 @@ def main(argv: list[str] | None = None) -> int:
             "fp8": "FP8 e4m3 per-token x per-channel scales, bf16 out; peer torch._scaled_mm",
             "fp8fast": "FP8 e4m3 fast accumulation, per-token x per-channel, bf16 out; peer torch._scaled_mm "
                        "(use_fast_accum)",
-            "int8": "INT8 per-token x per-channel scales, bf16 out; peer torch._int_mm (int32 out)"}[args.kind]
+            "int8": "INT8 per-token x per-channel scales, bf16 out; peer torch._int_mm (int32 out)",
+            "fp8block": "FP8 e4m3, 1 x 128 activation and 128 x 128 weight scales, bf16 out; peer "
+                        "torch._scaled_mm (blockwise where available, else rowwise)"}[args.kind]
     print(f"{props.name}, {props.multi_processor_count} SMs, L2 {l2 >> 20} MB, "
           f"read-only stream {bandwidth / 1e12:.2f} TB/s; {what}")
     print(HEADER.replace("torch us", "peer us") if args.kind != "w4a16" else HEADER)
     rows = []
     for model in models:
         for layer in MODELS[model]:
+            if args.kind == "fp8block":
+                rows += bench_block_scaled_shape(model, layer.name, layer.n, layer.k, ms, bandwidth, l2,
+                                                 check=not args.no_check,
+                                                 schedules=args.schedules.split(",") if args.schedules else (None,))
+                continue
             if args.kind != "w4a16":
                 rows += bench_scaled_shape(model, layer.name, layer.n, layer.k, ms, args.kind, bandwidth, l2,
                                            check=not args.no_check,
@@ -299,7 +402,7 @@ def main(argv: list[str] | None = None) -> int:
                                 schedules=args.schedules.split(",") if args.schedules else (None,))
     if args.markdown:
         with open(args.markdown, "w") as f:
-            f.write(markdown_table(rows, PEERS[args.kind]))
+            f.write(block_scaled_table(rows) if args.kind == "fp8block" else markdown_table(rows, PEERS[args.kind]))
     if args.csv:
         with open(args.csv, "w", newline="") as f:
             writer = csv.writer(f)

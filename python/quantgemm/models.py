@@ -51,6 +51,12 @@ MODELS: dict[str, list[Layer]] = {
                     Layer("kv_a", 576, 7168, "n"), Layer("kv_b", 32768, 512, "n"),
                     Layer("o", 7168, 16384, "k"), Layer("gate_up", 2 * 18432, 7168, "n"),
                     Layer("down", 7168, 18432, "k")],
+    # the shapes of DeepSeek-V3's block-scaled FP8 GEMMs that DeepGEMM published (fused q_a + kv_a,
+    # the shared expert's gate/up and down), the block-scaled benchmark's default
+    "deepseek-v3-fp8": [Layer("q_a_kv_a", 2112, 7168, "n"), Layer("q_b", 24576, 1536, "n"),
+                        Layer("kv_b", 32768, 512, "n"), Layer("o", 7168, 16384, "k"),
+                        Layer("shared_gate_up", 4096, 7168, "n"), Layer("shared_down", 7168, 2048, "k"),
+                        Layer("kv_a", 576, 7168, "n")],
 }
 
 #: The models the benchmark runs by default (the foundation's table).

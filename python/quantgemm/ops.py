@@ -5,6 +5,9 @@ ops (no graph break) and CUDA graphs capture them.
                            channel_scales, token_scales)
     torch.ops.quantgemm.prepack_b(w_q, weight_type)
     torch.ops.quantgemm.scaled_mm(a, b, scale_a, scale_b, bias, out_dtype, use_fast_accum, azp_adj, azp)
+    torch.ops.quantgemm.block_scaled_mm(a, a_scales, b, b_scales)
+    torch.ops.quantgemm.quantize_fp8(x, per_row) / quantize_int8(x, per_row)      -> (q, scale)
+    torch.ops.quantgemm.quantize_fp8_groups(x, group_size) / quantize_fp8_blocks(w, block_size)
 
 The prepacked weight travels as its data tensor plus (n, k, weight_type), since an op's arguments
 are tensors and scalars. On a CUDA device the ops run the kernels; on the CPU, the pure-torch
@@ -16,7 +19,7 @@ from __future__ import annotations
 
 import torch
 
-from . import mixed_input, reference, scaled
+from . import _checks, block_scaled, mixed_input, quantize, reference, scaled
 from .mixed_input import PrepackedWeight
 
 
@@ -71,3 +74,76 @@ def scaled_mm(a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor, scale_b: 
 def _(a, b, scale_a, scale_b, bias=None, out_dtype=torch.bfloat16, use_fast_accum=True, azp_adj=None, azp=None):
     scaled.check_scaled_mm_args(a, b, scale_a, scale_b, bias, out_dtype, None, azp_adj, azp, None, use_fast_accum)
     return a.new_empty((a.shape[0], b.shape[0]), dtype=out_dtype)
+
+
+@torch.library.custom_op("quantgemm::block_scaled_mm", mutates_args=())
+def block_scaled_mm(a: torch.Tensor, a_scales: torch.Tensor, b: torch.Tensor, b_scales: torch.Tensor) -> torch.Tensor:
+    """quantgemm.block_scaled_mm as an operator: out [M, N] bf16."""
+    if a.is_cuda:
+        return block_scaled.block_scaled_mm(a, a_scales, b, b_scales)
+    block_scaled.check_block_scaled_mm_args(a, a_scales, b, b_scales)
+    return reference.block_scaled_mm(a, a_scales, b, b_scales).to(torch.bfloat16)
+
+
+@block_scaled_mm.register_fake
+def _(a, a_scales, b, b_scales):
+    block_scaled.check_block_scaled_mm_args(a, a_scales, b, b_scales)
+    return a.new_empty((a.shape[0], b.shape[0]), dtype=torch.bfloat16)
+
+
+def _check_quantizer_input(x: torch.Tensor) -> None:
+    _checks.tensor("x", x, ndim=2)
+    if not x.is_floating_point():
+        raise TypeError(f"x must be a floating-point tensor, got {x.dtype}")
+
+
+@torch.library.custom_op("quantgemm::quantize_fp8", mutates_args=())
+def quantize_fp8(x: torch.Tensor, per_row: bool = True) -> tuple[torch.Tensor, torch.Tensor]:
+    """quantgemm.quantize_fp8 as an operator: (q e4m3 [rows, K], fp32 scale [rows, 1] or [1])."""
+    return quantize.quantize_fp8(x, per_row)
+
+
+@quantize_fp8.register_fake
+def _(x, per_row=True):
+    _check_quantizer_input(x)
+    return (x.new_empty(x.shape, dtype=torch.float8_e4m3fn),
+            x.new_empty((x.shape[0], 1) if per_row else (1,), dtype=torch.float32))
+
+
+@torch.library.custom_op("quantgemm::quantize_int8", mutates_args=())
+def quantize_int8(x: torch.Tensor, per_row: bool = True) -> tuple[torch.Tensor, torch.Tensor]:
+    """quantgemm.quantize_int8 (symmetric) as an operator: (q int8 [rows, K], fp32 scale [rows, 1] or [1])."""
+    return quantize.quantize_int8(x, per_row)
+
+
+@quantize_int8.register_fake
+def _(x, per_row=True):
+    _check_quantizer_input(x)
+    return (x.new_empty(x.shape, dtype=torch.int8),
+            x.new_empty((x.shape[0], 1) if per_row else (1,), dtype=torch.float32))
+
+
+@torch.library.custom_op("quantgemm::quantize_fp8_groups", mutates_args=())
+def quantize_fp8_groups(x: torch.Tensor, group_size: int = 128) -> tuple[torch.Tensor, torch.Tensor]:
+    """quantgemm.quantize_fp8_groups as an operator: (q e4m3 [M, K], fp32 scales [M, ceil(K / group_size)])."""
+    return quantize.quantize_fp8_groups(x, group_size)
+
+
+@quantize_fp8_groups.register_fake
+def _(x, group_size=128):
+    _check_quantizer_input(x)
+    return (x.new_empty(x.shape, dtype=torch.float8_e4m3fn),
+            x.new_empty((x.shape[0], -(-x.shape[1] // group_size)), dtype=torch.float32))
+
+
+@torch.library.custom_op("quantgemm::quantize_fp8_blocks", mutates_args=())
+def quantize_fp8_blocks(w: torch.Tensor, block_size: int = 128) -> tuple[torch.Tensor, torch.Tensor]:
+    """quantgemm.quantize_fp8_blocks as an operator: (q e4m3 [N, K], fp32 scales [ceil(N / b), ceil(K / b)])."""
+    return quantize.quantize_fp8_blocks(w, block_size)
+
+
+@quantize_fp8_blocks.register_fake
+def _(w, block_size=128):
+    _check_quantizer_input(w)
+    return (w.new_empty(w.shape, dtype=torch.float8_e4m3fn),
+            w.new_empty((-(-w.shape[0] // block_size), -(-w.shape[1] // block_size)), dtype=torch.float32))

@@ -116,3 +116,40 @@ def quantize_int8(x: torch.Tensor, per_row: bool = True, symmetric: bool = True)
     azp = torch.round(-128.0 - lo / scale)
     q = (torch.round(xf / (scale if per_row else scale[0])) + (azp if per_row else azp[0])).clamp(-128, 127)
     return q.to(torch.int8), scale, azp.reshape(-1).to(torch.int32)
+
+
+def _fp8_blocks(x: torch.Tensor, block_rows: int, block_cols: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """x [R, C] quantized to e4m3 with one fp32 scale (amax / 448) per block_rows x block_cols block
+    (the last blocks cover what is left): (q [R, C], scales [ceil(R / block_rows), ceil(C / block_cols)])."""
+    _checks.tensor("x", x, ndim=2)
+    if not x.is_floating_point():
+        raise TypeError(f"x must be a floating-point tensor, got {x.dtype}")
+    rows, cols = x.shape
+    rb, cb = -(-rows // block_rows), -(-cols // block_cols)
+    xf = torch.nn.functional.pad(x.float(), (0, cb * block_cols - cols, 0, rb * block_rows - rows))
+    blocks = xf.reshape(rb, block_rows, cb, block_cols)
+    scales = blocks.abs().amax(dim=(1, 3)).clamp(min=_TINY) / FP8_MAX  # [rb, cb]
+    q = (blocks / scales[:, None, :, None]).clamp(-FP8_MAX, FP8_MAX).to(torch.float8_e4m3fn)
+    return q.reshape(rb * block_rows, cb * block_cols)[:rows, :cols].contiguous(), scales
+
+
+def quantize_fp8_groups(x: torch.Tensor, group_size: int = 128) -> tuple[torch.Tensor, torch.Tensor]:
+    """Dynamic FP8 e4m3 quantization of an activation per token per `group_size` of K (DeepSeek-V3's
+    1 x 128), on x's device.
+
+    x: [M, K] floating. Returns (q, scales): q [M, K] torch.float8_e4m3fn and fp32 scales
+    [M, ceil(K / group_size)], row-major (what block_scaled_mm reads), with
+    x[m, k] ~ q[m, k] * scales[m, k // group_size]; each scale is its group's amax / 448.
+    """
+    return _fp8_blocks(x, 1, group_size)
+
+
+def quantize_fp8_blocks(w: torch.Tensor, block_size: int = 128) -> tuple[torch.Tensor, torch.Tensor]:
+    """Static FP8 e4m3 quantization of a weight per block_size x block_size block (DeepSeek-V3's
+    128 x 128), on w's device.
+
+    w: [N, K] floating. Returns (q, scales): q [N, K] torch.float8_e4m3fn and fp32 scales
+    [ceil(N / block_size), ceil(K / block_size)], row-major (DeepSeek-V3's weight_scale_inv), with
+    w[n, k] ~ q[n, k] * scales[n // block_size, k // block_size]; each scale is its block's amax / 448.
+    """
+    return _fp8_blocks(w, block_size, block_size)

@@ -74,3 +74,17 @@ def scaled_mm(a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor, scale_b: 
         acc = a.float() @ b.float().t()
     out = scale_a.float().reshape(-1, 1) * (scale_b.float().reshape(1, -1) * acc)
     return out if bias is None else out + bias.float().reshape(1, -1)
+
+
+def dequantize_blocks(q: torch.Tensor, scales: torch.Tensor, block_rows: int, block_cols: int) -> torch.Tensor:
+    """fp32 [R, C] = q * scales[r // block_rows, c // block_cols], each product rounded once to fp32."""
+    rows, cols = q.shape
+    s = scales.float().repeat_interleave(block_rows, dim=0)[:rows].repeat_interleave(block_cols, dim=1)[:, :cols]
+    return q.float() * s
+
+
+def block_scaled_mm(a: torch.Tensor, a_scales: torch.Tensor, b: torch.Tensor, b_scales: torch.Tensor,
+                    block: int = 128) -> torch.Tensor:
+    """fp32 [M, N] = (a * a_scales per token per `block` of K) @ (b * b_scales per block x block)^T,
+    the block-scaled FP8 GEMM's math in fp32 (the kernel scales each 128-wide partial sum instead)."""
+    return dequantize_blocks(a, a_scales, 1, block) @ dequantize_blocks(b, b_scales.to(a.device), block, block).t()

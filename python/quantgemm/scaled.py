@@ -105,6 +105,37 @@ def _pad(x: torch.Tensor, rows: int, cols: int) -> torch.Tensor:
     return padded
 
 
+def _aligned(x: torch.Tensor, rows: int, cols: int) -> torch.Tensor:
+    """x if the TMA can read it as a [rows, cols] operand (16-byte aligned base and row stride), else
+    a zero-padded copy of that shape."""
+    ok = (x.shape[1] == cols and x.data_ptr() % 16 == 0
+          and (x.shape[0] == 1 or (x.stride(0) * x.element_size()) % 16 == 0))
+    return x if ok else _pad(x, rows, cols)
+
+
+def _out_buffer(out: torch.Tensor, n_pad: int) -> torch.Tensor:
+    """out if the kernel can store into it (n_pad columns, 16-byte aligned rows), else a scratch
+    [M, n_pad] the caller copies from."""
+    m, n = out.shape
+    if n_pad == n and out.data_ptr() % 16 == 0 and (m == 1 or (out.stride(0) * out.element_size()) % 16 == 0):
+        return out
+    return torch.empty((m, n_pad), dtype=out.dtype, device=out.device)
+
+
+def _ld(x: torch.Tensor, cols: int) -> int:
+    """The row stride the kernel reads x with (a one-row tensor's own may be anything)."""
+    return x.stride(0) if x.shape[0] > 1 else cols
+
+
+def _launch(index: int, call) -> None:
+    """call(workspace, stream) -> (status, bytes needed) on torch's current stream, once more with a
+    workspace grown to what it asks."""
+    stream = torch._C._cuda_getCurrentRawStream(index)
+    status, need = call(_workspace.get(index, stream)[0], stream)
+    if status == _STATUS_WORKSPACE_TOO_SMALL:
+        call(_workspace.get(index, stream, need)[0], stream)
+
+
 def _pad_vector(x: torch.Tensor | None, length: int, vector: bool) -> torch.Tensor | None:
     if x is None or not vector or x.numel() == length:
         return x
@@ -151,33 +182,18 @@ def scaled_mm(a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor, scale_b: 
     if out.stride(1) != 1 and n > 1:
         raise ValueError(f"out must have unit stride along N, got strides {out.stride()}")
     k_pad, n_pad = _round_up(k, K_ALIGN), _round_up(n, N_ALIGN)
-
-    def aligned(x: torch.Tensor, rows: int, cols: int) -> torch.Tensor:
-        ok = (x.shape[1] == cols and x.data_ptr() % 16 == 0
-              and (x.shape[0] == 1 or (x.stride(0) * x.element_size()) % 16 == 0))
-        return x if ok else _pad(x, rows, cols)
-
-    a_run = aligned(a, m, k_pad)
-    b_run = aligned(b, n_pad, k_pad)
-    out_run = out if n_pad == n and out.data_ptr() % 16 == 0 and (m == 1 or (out.stride(0) * out.element_size()) % 16 == 0) \
-        else torch.empty((m, n_pad), dtype=out_dtype, device=a.device)
+    a_run = _aligned(a, m, k_pad)
+    b_run = _aligned(b, n_pad, k_pad)
+    out_run = _out_buffer(out, n_pad)
     scale_b_run = _pad_vector(scale_b, n_pad, per_channel)
     bias_run = _pad_vector(bias, n_pad, True)
     azp_adj_run = _pad_vector(azp_adj, n_pad, True)
-    lda = a_run.stride(0) if m > 1 else k_pad
-    ldb = b_run.stride(0) if n_pad > 1 else k_pad
-    ldo = out_run.stride(0) if m > 1 else n_pad
-    stream = torch._C._cuda_getCurrentRawStream(index)
-    workspace = _workspace.get(index, stream)[0]
-    for _ in range(2):
-        status, need = native().mm_scaled(
-            fam, schedule or "", a_run.data_ptr(), lda, b_run.data_ptr(), ldb, scale_a.data_ptr(), per_token,
-            scale_b_run.data_ptr(), per_channel, 0 if bias_run is None else bias_run.data_ptr(),
-            0 if azp_adj_run is None else azp_adj_run.data_ptr(), 0 if azp is None else azp.data_ptr(),
-            out_run.data_ptr(), ldo, m, n_pad, k_pad, workspace.data_ptr(), workspace.numel(), index, stream)
-        if status != _STATUS_WORKSPACE_TOO_SMALL:
-            break
-        workspace = _workspace.get(index, stream, need)[0]
+    _launch(index, lambda ws, stream: native().mm_scaled(
+        fam, schedule or "", a_run.data_ptr(), _ld(a_run, k_pad), b_run.data_ptr(), _ld(b_run, k_pad),
+        scale_a.data_ptr(), per_token, scale_b_run.data_ptr(), per_channel,
+        0 if bias_run is None else bias_run.data_ptr(), 0 if azp_adj_run is None else azp_adj_run.data_ptr(),
+        0 if azp is None else azp.data_ptr(), out_run.data_ptr(), _ld(out_run, n_pad), m, n_pad, k_pad,
+        ws.data_ptr(), ws.numel(), index, stream))
     if out_run is not out:
         out.copy_(out_run[:, :n])
     return out

@@ -178,46 +178,63 @@ def measure(models: list[str], ms: list[int], group_size: int, writer=None, fami
     """Time every admissible compiled schedule of `family` on every layer of `models` at every M in `ms`."""
     import torch
 
-    from . import mixed_input, scaled
-    from .bench import quantized_copies, scaled_copies
+    from . import block_scaled, mixed_input, scaled
+    from .bench import copies_for, quantized_copies, scaled_copies
     from .models import MODELS, unsupported_reason
+    from .quantize import quantize_fp8_blocks, quantize_fp8_groups
 
-    w8a8 = family.split("_")[0] in ("fp8fast", "fp8", "int8")
-    if w8a8:
+    l2 = getattr(torch.cuda.get_device_properties(0), "L2_cache_size", 60 << 20)
+    kind = family.split("_")[0]
+    w8a8 = kind in ("fp8fast", "fp8", "int8")
+    # per kind: the weight copies to rotate through, and per activation the call on one copy
+    if kind == "fp8block":
+        schedules = block_scaled.supported_schedules()
+
+        def weights(w):
+            b, sb = quantize_fp8_blocks(w)
+            return [(b.clone(), sb.clone()) for _ in range(copies_for(b.numel() + 4 * sb.numel(), l2))]
+
+        def caller(x, out):
+            a, sa = quantize_fp8_groups(x)
+            return lambda c, s: block_scaled.block_scaled_mm(a, sa, c[0], c[1], out=out, schedule=s)
+    elif w8a8:
         schedules = scaled.supported_schedules(family)
-        dtype = torch.int8 if family.startswith("int8") else torch.float8_e4m3fn
+        dtype = torch.int8 if kind == "int8" else torch.float8_e4m3fn
+
+        def weights(w):
+            return scaled_copies(w, dtype, l2)[1]
+
+        def caller(x, out):
+            a, sa = scaled.quantize_activation(x, dtype)
+            return lambda c, s: scaled.scaled_mm(a, c[0], sa, c[1], out=out, schedule=s,
+                                                 use_fast_accum=kind == "fp8fast")
     else:
         schedules = [s for s in mixed_input.supported_schedules() if s.startswith(family + "_")]
-    l2 = getattr(torch.cuda.get_device_properties(0), "L2_cache_size", 60 << 20)
+
+        def weights(w):
+            return quantized_copies(w, group_size, l2)[3]
+
+        def caller(x, out):
+            return lambda c, s: mixed_input.mm(x, c[0], c[1], group_size, out=out, schedule=s)
     timings: Timings = defaultdict(dict)
     seen = set()
     for model in models:
         for layer in MODELS[model]:
             n, k = layer.n, layer.k
-            why = None if w8a8 else unsupported_reason(n, k, group_size)
+            why = unsupported_reason(n, k, group_size) if kind in ("u4b8", "u4") else None
             if why or (n, k) in seen:
                 print(f"{model} {layer.name}: skipped, {why or 'measured already'}", flush=True)
                 continue
             seen.add((n, k))
             torch.manual_seed(0)
-            w = torch.randn(n, k, device="cuda", dtype=torch.bfloat16) / math.sqrt(k)
-            copies = scaled_copies(w, dtype, l2)[1] if w8a8 else quantized_copies(w, group_size, l2)[3]
-            del w
+            copies = weights(torch.randn(n, k, device="cuda", dtype=torch.bfloat16) / math.sqrt(k))
             for m in ms:
                 x = torch.randn(m, k, device="cuda", dtype=torch.bfloat16)
-                out = torch.empty(m, n, device="cuda", dtype=torch.bfloat16)
-                if w8a8:
-                    a, sa = scaled.quantize_activation(x, dtype)
+                call = caller(x, torch.empty(m, n, device="cuda", dtype=torch.bfloat16))
                 for s in schedules:
                     if not admissible(s, m):
                         continue
-                    if w8a8:
-                        fns = [lambda b=b, sb=sb, s=s: scaled.scaled_mm(a, b, sa, sb, out=out, schedule=s,
-                                                                        use_fast_accum=family.startswith("fp8fast"))
-                               for b, sb in copies]
-                    else:
-                        fns = [lambda b=b, sc=sc, s=s: mixed_input.mm(x, b, sc, group_size, out=out, schedule=s)
-                               for b, sc in copies]
+                    fns = [lambda c=c, s=s: call(c, s) for c in copies]
                     try:
                         us = _time_us(fns)
                     except (ValueError, RuntimeError) as e:  # a schedule that cannot serve this shape
@@ -235,7 +252,8 @@ def main(argv: list[str] | None = None) -> int:
     from .models import MODELS, parse_models
 
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--family", default=FAMILY, help="the family to tune (u4b8_bf16, fp8fast_bf16, fp8_bf16, int8_bf16)")
+    parser.add_argument("--family", default=FAMILY,
+                        help="the family to tune (u4b8_bf16, fp8fast_bf16, fp8_bf16, int8_bf16, fp8block_bf16)")
     parser.add_argument("--models", default=",".join(MODELS), help=f"comma-separated, of {list(MODELS)}")
     parser.add_argument("--m", default=",".join(map(str, M_BUCKETS)), help="comma-separated M buckets")
     parser.add_argument("--group-size", type=int, default=128)

@@ -19,6 +19,7 @@
 #include "cutlass/gemm/kernel/gemm_universal.hpp"
 #include "cutlass/gemm/kernel/tile_scheduler.hpp"
 #include "quantgemm/epilogue/scaled.hpp"
+#include "quantgemm/launch/sm90_cutlass_gemm.cuh"
 #include "quantgemm/launch/scaled_mm.hpp"
 
 namespace quantgemm {
@@ -67,12 +68,7 @@ LaunchResult launch_sm90_scaled_mm(ScaledMmArgs const& x) {
     result.status = Status::kInvalidArgument;
     return result;
   }
-  if (x.M == 0) {
-    return result;
-  }
-  if (compute_capability() != 90) {
-    result.status = Status::kCudaError;
-    result.cuda = cudaErrorNoKernelImageForDevice;
+  if (x.M == 0 || !device_is_sm90(result)) {
     return result;
   }
   // the kernel's GEMM: D^T = B A^T when swapped (its rows are the weight's)
@@ -94,29 +90,7 @@ LaunchResult launch_sm90_scaled_mm(ScaledMmArgs const& x) {
   args.epilogue.dC = stride_d;
   args.epilogue.ptr_D = static_cast<ElementD*>(x.out);
   args.epilogue.dD = stride_d;
-  cudaGetDevice(&args.hw_info.device_id);
-  args.hw_info.sm_count = multiprocessor_count();
-
-  size_t const need = Gemm::get_workspace_size(args);
-  if (need > x.workspace_bytes || (need > 0 && x.workspace == nullptr)) {
-    result.status = Status::kWorkspaceTooSmall;
-    result.workspace_bytes_needed = need;
-    return result;
-  }
-  Gemm gemm;
-  if (gemm.can_implement(args) != cutlass::Status::kSuccess) {
-    result.status = Status::kInvalidArgument;
-    return result;
-  }
-  if (gemm.initialize(args, x.workspace, x.stream) != cutlass::Status::kSuccess ||
-      gemm.run(x.stream) != cutlass::Status::kSuccess) {
-    result.status = Status::kCudaError;
-    result.cuda = cudaGetLastError();
-    if (result.cuda == cudaSuccess) {
-      result.cuda = cudaErrorLaunchFailure;
-    }
-  }
-  return result;
+  return run_cutlass_gemm<Gemm>(args, x.workspace, x.workspace_bytes, x.stream);
 }
 
 }  // namespace quantgemm

@@ -1,0 +1,59 @@
+/*! \file
+    \brief Host launcher arguments of the block-scaled FP8 GEMM (DeepSeek-V3's recipe): raw pointers,
+           sizes, strides and a stream in, a status out; nothing throws.
+
+             out[m, n] = sum over 128-wide k blocks kb of
+                           a_scales[m, kb] * b_scales[n / 128, kb] * sum_{k in kb} a[m, k] * b[n, k]
+
+    a: [M, K] e4m3, row stride lda; a_scales: fp32 [M, ceil(K / 128)], row-major, contiguous (one
+    scale per token per 128 of K). b: the [N, K] e4m3 weight, row stride ldb; b_scales: fp32
+    [ceil(N / 128), ceil(K / 128)], row-major, contiguous (one scale per 128 x 128 block). out: [M, N]
+    bf16, row stride ldo. Each 128-wide k block accumulates in the tensor core and is promoted into
+    fp32 with its two scales. K, lda and ldb multiples of 16, N and ldo multiples of 8; 16-byte
+    aligned operand and output bases, 4-byte aligned scales. M, N and K need not be multiples of
+    the tiles or of 128. Schedules that split K (stream-K) need `workspace`, as ScaledMmArgs.
+*/
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include <cuda_runtime.h>
+
+#include "quantgemm/launch/status.hpp"
+
+namespace quantgemm {
+
+/// k (and weight rows) per scale block.
+constexpr int kBlockScaleSize = 128;
+
+struct BlockScaledMmArgs {
+  void const* a = nullptr;
+  int64_t lda = 0;
+  float const* a_scales = nullptr;
+  void const* b = nullptr;
+  int64_t ldb = 0;
+  float const* b_scales = nullptr;
+  void* out = nullptr;
+  int64_t ldo = 0;
+  int M = 0;
+  int N = 0;
+  int K = 0;
+  void* workspace = nullptr;
+  size_t workspace_bytes = 0;
+  cudaStream_t stream = nullptr;
+};
+
+/// Launches one compiled schedule.
+using BlockScaledMmLaunchFn = LaunchResult (*)(BlockScaledMmArgs const&);
+
+/// Structural checks shared by every schedule.
+inline bool block_scaled_mm_args_valid(BlockScaledMmArgs const& x) {
+  auto aligned = [](void const* p, uintptr_t to) { return reinterpret_cast<uintptr_t>(p) % to == 0; };
+  return x.M >= 0 && x.N > 0 && x.K > 0 && x.N % 8 == 0 && x.K % 16 == 0 && x.lda >= x.K && x.lda % 16 == 0 &&
+         x.ldb >= x.K && x.ldb % 16 == 0 && x.ldo >= x.N && x.ldo % 8 == 0 &&
+         (x.M == 0 || (x.a && x.b && x.out && x.a_scales && x.b_scales && aligned(x.a, 16) && aligned(x.b, 16) &&
+                       aligned(x.out, 16) && aligned(x.a_scales, 4) && aligned(x.b_scales, 4)));
+}
+
+}  // namespace quantgemm
