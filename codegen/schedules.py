@@ -64,7 +64,7 @@ class Schedule:
 
 
 #: Token tiles (the GEMM's N when swapped) and k depths of the W8A8 schedules.
-SCALED_TILE_N = (16, 32, 64, 128, 256)
+SCALED_TILE_N = (16, 32, 64, 96, 128, 160, 256)
 SCALED_TILE_K = (64, 128, 256)
 
 
@@ -274,25 +274,28 @@ def block_scaled_problems(s: ScaledSchedule) -> list[str]:
     """What the blockwise-scaling mainloop further asks of a schedule: the scales' 128-wide k blocks
     are whole stages (tile_k 128); the weight's 128-row scale blocks tile its side of the tile (the
     kernel's M when swapped, else its N); the promoted accumulators fit beside the wgmma's when a
-    consumer warpgroup holds at most 64 x 128 of them."""
+    consumer warpgroup holds at most 64 x 160 of them (ptxas: 64 x 192 spills)."""
     out = []
     if s.tile_k != 128:
         out.append(f"tile_k must be 128 (one scale block a stage), got {s.tile_k}")
     weight_rows = s.tile_m if s.swap_ab else s.tile_n
     if weight_rows % 128:
         out.append(f"the weight's side of the tile must be a multiple of 128 rows, got {weight_rows}")
-    if s.tile_m * s.tile_n // (2 if s.kernel == "coop" else 1) > 64 * 128:
-        out.append(f"at most 64 x 128 accumulators per consumer warpgroup, got {s.tile_m} x {s.tile_n} {s.kernel}")
+    if s.tile_m * s.tile_n // (2 if s.kernel == "coop" else 1) > 64 * 160:
+        out.append(f"at most 64 x 160 accumulators per consumer warpgroup, got {s.tile_m} x {s.tile_n} {s.kernel}")
     return out
 
 
 #: The block-scaled tilings the tuner measures: swapped narrow token tiles for small M (stream-K
-#: keeps every SM busy on few weight tiles) and 128 x 128 tiles for prefill.
+#: keeps every SM busy on few weight tiles), and for prefill 128 x 128 tiles and swapped ones whose
+#: token side is not a multiple of the 128-row weight scale blocks (96, 160).
 BLOCK_SCALED_SPACE = (
     _scaled(128, 16, swap=True, stream_k=True), _scaled(128, 32, swap=True, stream_k=True),
     _scaled(128, 64, swap=True, stream_k=True), _scaled(128, 16, kernel="pp", swap=True),
     _scaled(128, 32, kernel="pp", swap=True), _scaled(64, 128, kernel="pp"), _scaled(128, 128),
     _scaled(128, 128, stream_k=True), _scaled(128, 128, cluster=(2, 1, 1)), _scaled(128, 128, cluster=(1, 2, 1)),
+    _scaled(128, 96, kernel="pp", swap=True), _scaled(128, 160, swap=True), _scaled(128, 160, swap=True, stream_k=True),
+    _scaled(128, 160, cluster=(1, 2, 1), swap=True),
 )
 
 #: Block-scaled FP8 (DeepSeek-V3): e4m3 operands, fp32 scales per token per 128 of K and per

@@ -20,3 +20,13 @@ def native():
 def cuda_architectures() -> tuple[str, ...]:
     """The CUDA architectures the extension was compiled for (CMAKE_CUDA_ARCHITECTURES)."""
     return tuple(native().cuda_architectures.split(";"))
+
+
+@functools.lru_cache(maxsize=None)
+def compiled_schedules(family: str) -> tuple[str, ...]:
+    """The schedules of `family` (a name the caller has validated) compiled into this build: none
+    when a subset build (QUANTGEMM_SCHEDULES) left the whole family out."""
+    try:
+        return tuple(native().schedules(family))
+    except ValueError:
+        return ()

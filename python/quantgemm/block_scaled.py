@@ -16,7 +16,7 @@ from __future__ import annotations
 import torch
 
 from . import _checks
-from ._native import native
+from ._native import compiled_schedules, native
 from .scaled import K_ALIGN, N_ALIGN, _aligned, _launch, _ld, _out_buffer, _round_up
 
 FAMILY = "fp8block_bf16"
@@ -59,7 +59,7 @@ def check_block_scaled_mm_args(a, a_scales, b, b_scales, out=None, schedule=None
 
 def supported_schedules() -> list[str]:
     """The block-scaled schedules compiled into this build."""
-    return list(native().schedules(FAMILY))
+    return list(compiled_schedules(FAMILY))
 
 
 def select_schedule(m: int, n: int, k: int) -> str:

@@ -8,7 +8,6 @@ zero points) in the K loop.
 
 from __future__ import annotations
 
-import functools
 import re
 import threading
 from dataclasses import dataclass
@@ -16,7 +15,7 @@ from dataclasses import dataclass
 import torch
 
 from . import _checks
-from ._native import native
+from ._native import compiled_schedules, native
 from .quantize import group_count
 
 FAMILY = "u4b8_bf16"  # the family of the default weight type
@@ -136,11 +135,6 @@ def unpack_b(b: PrepackedWeight) -> torch.Tensor:
     return codes[:b.n, :b.k].contiguous()
 
 
-@functools.lru_cache(maxsize=None)
-def _compiled_schedules(family: str = FAMILY) -> tuple[str, ...]:
-    return tuple(native().schedules(family))
-
-
 _FAMILIES = {(w, d): f"{w}_{name}" for w in WEIGHT_TYPES for d, name in DTYPES.items()}
 
 
@@ -159,7 +153,7 @@ def _family(weight_type: str, dtype: torch.dtype = torch.bfloat16) -> str:
 def supported_schedules(weight_type: str = "u4b8", dtype: torch.dtype = torch.bfloat16) -> list[str]:
     """Every compiled schedule for `weight_type` weights and `dtype` activations, each usable as
     mm(..., schedule=...)."""
-    return list(_compiled_schedules(_family(weight_type, dtype)))
+    return list(compiled_schedules(_family(weight_type, dtype)))
 
 
 def select_schedule(m: int, n: int, k: int, weight_type: str = "u4b8", dtype: torch.dtype = torch.bfloat16) -> str:
@@ -296,7 +290,7 @@ def check_mm_args(a: torch.Tensor, b: PrepackedWeight, group_scales: torch.Tenso
         _checks.dense("channel_scales", channel_scales, torch.float32, (n,))
     if token_scales is not None:
         _checks.dense("token_scales", token_scales, torch.float32, (m,))
-    if schedule is not None and schedule not in _compiled_schedules(family):
+    if schedule is not None and schedule not in compiled_schedules(family):
         raise ValueError(f"schedule must be one of {supported_schedules(b.weight_type, a.dtype)}, got {schedule!r}")
     return family, m, n
 

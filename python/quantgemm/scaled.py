@@ -11,7 +11,7 @@ from __future__ import annotations
 import torch
 
 from . import _checks
-from ._native import native
+from ._native import compiled_schedules, native
 from .mixed_input import _STATUS_WORKSPACE_TOO_SMALL, _workspace
 from .quantize import quantize_fp8, quantize_int8
 
@@ -85,7 +85,7 @@ def check_scaled_mm_args(a, b, scale_a, scale_b, bias=None, out_dtype=torch.bflo
 
 def supported_schedules(family_name: str) -> list[str]:
     """The schedules compiled for a W8A8 family (family() names it)."""
-    return list(native().schedules(family_name))
+    return list(compiled_schedules(family_name))
 
 
 def select_schedule(m: int, n: int, k: int, dtype: torch.dtype = torch.float8_e4m3fn,

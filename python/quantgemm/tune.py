@@ -54,10 +54,10 @@ def tile_m(schedule: str) -> int:
 
 
 def admissible(schedule: str, m: int) -> bool:
-    """Whether a bucket of M rows is worth timing on this schedule's activation-row tile (W8A8:
-    swapped schedules up to M = 256, the others from M = 64)."""
+    """Whether a bucket of M rows is worth timing on this schedule's activation-row tile (W8A8 and
+    block-scaled: swapped schedules with narrow token tiles up to M = 256, the others from M = 64)."""
     if "_swap_" in schedule:
-        return m <= 256
+        return m <= 256 if tile_m(schedule) <= 64 else m >= 64
     if schedule.endswith(("_coop", "_pp", "_sk")):
         return m >= 64
     fit = min(256, max(8, 1 << (m - 1).bit_length()))
@@ -287,8 +287,9 @@ def main(argv: list[str] | None = None) -> int:
         finally:
             if f:
                 f.close()
+        group = f"group {args.group_size}, " if args.family.startswith("u4") else ""
         source = args.source or (f"python -m quantgemm.tune --family {args.family} on {torch.cuda.get_device_name()}, "
-                                 f"group {args.group_size}, models {','.join(models)}")
+                                 f"{group}models {','.join(models)}")
     rules = synthesize(timings, args.tolerance)
     text = rules_json(rules, source, args.family)
     if args.out:
