@@ -274,15 +274,18 @@ def block_scaled_problems(s: ScaledSchedule) -> list[str]:
     """What the blockwise-scaling mainloop further asks of a schedule: the scales' 128-wide k blocks
     are whole stages (tile_k 128); the weight's 128-row scale blocks tile its side of the tile (the
     kernel's M when swapped, else its N); the promoted accumulators fit beside the wgmma's when a
-    consumer warpgroup holds at most 64 x 160 of them (ptxas: 64 x 192 spills)."""
+    consumer warpgroup holds at most 64 x 160 of them in the cooperative kernel, 128 x 96 in the
+    ping-pong one (measured with ptxas: a 128 x 192 cooperative tile spills)."""
     out = []
     if s.tile_k != 128:
         out.append(f"tile_k must be 128 (one scale block a stage), got {s.tile_k}")
     weight_rows = s.tile_m if s.swap_ab else s.tile_n
     if weight_rows % 128:
         out.append(f"the weight's side of the tile must be a multiple of 128 rows, got {weight_rows}")
-    if s.tile_m * s.tile_n // (2 if s.kernel == "coop" else 1) > 64 * 160:
-        out.append(f"at most 64 x 160 accumulators per consumer warpgroup, got {s.tile_m} x {s.tile_n} {s.kernel}")
+    per_warpgroup = s.tile_m * s.tile_n // (2 if s.kernel == "coop" else 1)
+    limit = 64 * 160 if s.kernel == "coop" else 128 * 96
+    if per_warpgroup > limit:
+        out.append(f"at most {limit} accumulators per consumer warpgroup ({s.kernel}), got {s.tile_m} x {s.tile_n}")
     return out
 
 
