@@ -23,6 +23,7 @@
 #include "cutlass/gemm/device/gemm_universal_adapter.h"
 #include "cutlass/gemm/kernel/gemm_universal.hpp"
 #include "cutlass/gemm/kernel/tile_scheduler.hpp"
+#include "quantgemm/collective/sm90_blockwise_fp8_overlapped.hpp"
 #include "quantgemm/launch/block_scaled_mm.hpp"
 #include "quantgemm/launch/sm90_cutlass_gemm.cuh"
 
@@ -54,12 +55,13 @@ struct Sm90BlockScaledMm {
       cutlass::epilogue::collective::EpilogueTileAuto, float, float, void, LayoutD, kAlignOut, ElementOut, LayoutD,
       kAlignOut, EpilogueSchedule, Fusion>::CollectiveOp;
 
-  using CollectiveMainloop = typename cutlass::gemm::collective::CollectiveBuilder<
+  using CutlassMainloop = typename cutlass::gemm::collective::CollectiveBuilder<
       cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, ElementAB, cute::tuple<cutlass::layout::RowMajor, LayoutSFA>,
       kAlignAB, ElementAB, cute::tuple<cutlass::layout::ColumnMajor, LayoutSFB>, kAlignAB, float, TileShape,
       ClusterShape,
       cutlass::gemm::collective::StageCountAutoCarveout<int(sizeof(typename CollectiveEpilogue::SharedStorage))>,
       KernelSchedule>::CollectiveOp;
+  using CollectiveMainloop = Sm90BlockwiseFp8Overlapped<CutlassMainloop>;
 
   using Kernel = cutlass::gemm::kernel::GemmUniversal<cute::Shape<int, int, int, int>, CollectiveMainloop,
                                                       CollectiveEpilogue, TileScheduler>;
