@@ -75,11 +75,16 @@ def test_only_fitting_tiles_are_timed():
     assert tune.admissible(S["128x256x64"], 8192) and not tune.admissible(S["128x8x128"], 8192)
     with pytest.raises(ValueError, match="not a schedule name"):
         tune.tile_m("u4b8_bf16_128x8")
+    # W8A8 and block-scaled: narrow swapped token tiles for small M, the rest from M = 64
+    narrow, wide = "fp8block_bf16_swap_128x32x128_c1x1x1_pp", "fp8block_bf16_128x128x128_c1x1x1_coop"
+    assert tune.admissible(narrow, 256) and not tune.admissible(narrow, 512)
+    assert tune.admissible(wide, 64) and not tune.admissible(wide, 32)
+    assert tune.admissible("fp8block_bf16_swap_128x160x128_c1x1x1_coop", 4096)
 
 
 def test_model_shape_sets():
     for name in ("llama3-8b", "llama3-70b", "llama3-70b-tp2", "llama3-70b-tp4", "qwen2.5-7b",
-                 "mixtral-8x7b-experts", "deepseek-v3"):
+                 "mixtral-8x7b-experts", "deepseek-v3", "deepseek-v3-fp8"):
         assert MODELS[name]
     shapes = {m: {layer.name: (layer.n, layer.k) for layer in MODELS[m]} for m in MODELS}
     assert shapes["llama3-8b"] == {"qkv": (6144, 4096), "o": (4096, 4096), "gate_up": (28672, 4096),
@@ -88,6 +93,8 @@ def test_model_shape_sets():
                                         "down": (8192, 14336)}
     assert shapes["llama3-70b-tp4"]["down"] == (8192, 7168)
     assert shapes["qwen2.5-7b"]["qkv"] == (4608, 3584)
+    assert sorted(shapes["deepseek-v3-fp8"].values()) == sorted(
+        [(2112, 7168), (24576, 1536), (32768, 512), (7168, 16384), (4096, 7168), (7168, 2048), (576, 7168)])
     assert unsupported_reason(576, 7168, 128) is None  # DeepSeek-V3 kv_a: N padded at prepack time
     assert "multiple of 8" in unsupported_reason(100, 7168, 128)
     assert "group_size" in unsupported_reason(4096, 4096, 96)
@@ -105,7 +112,8 @@ TUNING = Path(__file__).resolve().parent.parent / "docs" / "tuning"
 
 
 @pytest.mark.parametrize("family,pattern", [("u4b8_bf16", "h200-*.csv"), ("fp8_bf16", "fp8_bf16-h200.csv"),
-                                            ("fp8fast_bf16", "fp8fast_bf16-h200.csv")])
+                                            ("fp8fast_bf16", "fp8fast_bf16-h200.csv"),
+                                            ("fp8block_bf16", "fp8block_bf16-h200.csv")])
 def test_the_committed_rules_come_from_the_committed_timings(family, pattern):
     timings = tune.read_csv(sorted(str(p) for p in TUNING.glob(pattern)))
     rules = tune.synthesize(timings)
