@@ -8,7 +8,7 @@ import torch
 import quantgemm
 from quantgemm import block_scaled, reference
 from quantgemm.quantize import quantize_fp8_blocks, quantize_fp8_groups
-from quantgemm.testing import assert_gemm_close, poison_
+from quantgemm.testing import assert_gemm_close, poison_, replay_in_graph
 
 from conftest import requires_hopper
 
@@ -202,18 +202,7 @@ def test_cuda_graph_on_a_side_stream_and_compile():
     a, sa, b, sb = problem(8, 2112, 7168, "cuda")
     eager = quantgemm.block_scaled_mm(a, sa, b, sb)
     out = torch.empty_like(eager)
-    stream = torch.cuda.Stream()
-    stream.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(stream):
-        quantgemm.block_scaled_mm(a, sa, b, sb, out=out)
-        graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph, stream=stream):
-            quantgemm.block_scaled_mm(a, sa, b, sb, out=out)
-    torch.cuda.current_stream().wait_stream(stream)
-    out.fill_(float("nan"))
-    graph.replay()
-    torch.cuda.synchronize()
-    assert torch.equal(out, eager)
+    assert torch.equal(replay_in_graph(lambda: quantgemm.block_scaled_mm(a, sa, b, sb, out=out), out), eager)
     fn = torch.compile(lambda x, w, sw: torch.ops.quantgemm.block_scaled_mm(
         *torch.ops.quantgemm.quantize_fp8_groups(x, 128), w, sw), fullgraph=True)
     x = torch.randn(8, 7168, device="cuda")

@@ -8,7 +8,7 @@ import torch
 import quantgemm
 from quantgemm import reference, scaled
 from quantgemm.quantize import quantize_fp8, quantize_int8
-from quantgemm.testing import assert_gemm_close, poison_
+from quantgemm.testing import assert_gemm_close, poison_, replay_in_graph
 
 from conftest import requires_hopper
 
@@ -283,18 +283,7 @@ def test_cuda_graph_replay_matches_eager():
     a, b, sa, sb = gpu_problem(8, 1024, 2048, FP8)
     eager = quantgemm.scaled_mm(a, b, sa, sb)
     out = torch.empty_like(eager)
-    stream = torch.cuda.Stream()
-    stream.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(stream):
-        quantgemm.scaled_mm(a, b, sa, sb, out=out)
-        graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph, stream=stream):
-            quantgemm.scaled_mm(a, b, sa, sb, out=out)
-    torch.cuda.current_stream().wait_stream(stream)
-    out.fill_(float("nan"))
-    graph.replay()
-    torch.cuda.synchronize()
-    assert torch.equal(out, eager)
+    assert torch.equal(replay_in_graph(lambda: quantgemm.scaled_mm(a, b, sa, sb, out=out), out), eager)
 
 
 @requires_hopper

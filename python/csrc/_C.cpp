@@ -142,20 +142,45 @@ std::tuple<int, size_t, int> mm_mixed_input(
   return {int(r.status), r.workspace_bytes_needed, r.counters_needed};
 }
 
+/// The fields every 8-bit GEMM's arguments share (ScaledMmArgs, BlockScaledMmArgs).
+template <class Args>
+Args operands(uintptr_t a, int64_t lda, uintptr_t b, int64_t ldb, uintptr_t out, int64_t ldo, int M, int N, int K,
+              uintptr_t workspace, size_t workspace_bytes, uintptr_t stream) {
+  Args args;
+  args.a = ptr<void const>(a);
+  args.lda = lda;
+  args.b = ptr<void const>(b);
+  args.ldb = ldb;
+  args.out = ptr<void>(out);
+  args.ldo = ldo;
+  args.M = M;
+  args.N = N;
+  args.K = K;
+  args.workspace = ptr<void>(workspace);
+  args.workspace_bytes = workspace_bytes;
+  args.stream = stream_of(stream);
+  return args;
+}
+
+/// Launches `schedule` (the heuristic's pick when empty) of an 8-bit family, found by `lookup`.
 /// Returns (status, workspace bytes needed), as mm_mixed_input.
+template <class LaunchFn, class Args>
+std::tuple<int, size_t> launch_8bit(LaunchFn (*lookup)(char const*, char const*), std::string const& family,
+                                    std::string const& schedule, Args const& args, int device) {
+  std::string const name = schedule.empty() ? pick_schedule(family, args.M, args.N, args.K) : schedule;
+  LaunchFn const launch = launcher(lookup(family.c_str(), name.c_str()), family, name);
+  DeviceGuard guard(device);
+  LaunchResult const r = launch(args);
+  check_launch(r, name, args.M, args.N, args.K);
+  return {int(r.status), r.workspace_bytes_needed};
+}
+
 std::tuple<int, size_t> mm_scaled(std::string const& family, std::string const& schedule, uintptr_t a, int64_t lda,
                                   uintptr_t b, int64_t ldb, uintptr_t scale_a, bool scale_a_per_token,
                                   uintptr_t scale_b, bool scale_b_per_channel, uintptr_t bias, uintptr_t azp_adj,
                                   uintptr_t azp, uintptr_t out, int64_t ldo, int M, int N, int K, uintptr_t workspace,
                                   size_t workspace_bytes, int device, uintptr_t stream) {
-  std::string const name = schedule.empty() ? pick_schedule(family, M, N, K) : schedule;
-  ScaledMmLaunchFn const launch = launcher(scaled_mm_launcher(family.c_str(), name.c_str()), family, name);
-  DeviceGuard guard(device);
-  ScaledMmArgs args;
-  args.a = ptr<void const>(a);
-  args.lda = lda;
-  args.b = ptr<void const>(b);
-  args.ldb = ldb;
+  auto args = operands<ScaledMmArgs>(a, lda, b, ldb, out, ldo, M, N, K, workspace, workspace_bytes, stream);
   args.epilogue.scale_a = ptr<float const>(scale_a);
   args.epilogue.scale_a_per_token = scale_a_per_token;
   args.epilogue.scale_b = ptr<float const>(scale_b);
@@ -163,45 +188,17 @@ std::tuple<int, size_t> mm_scaled(std::string const& family, std::string const& 
   args.epilogue.bias = ptr<void const>(bias);
   args.epilogue.azp_adj = ptr<int32_t const>(azp_adj);
   args.epilogue.azp = ptr<int32_t const>(azp);
-  args.out = ptr<void>(out);
-  args.ldo = ldo;
-  args.M = M;
-  args.N = N;
-  args.K = K;
-  args.workspace = ptr<void>(workspace);
-  args.workspace_bytes = workspace_bytes;
-  args.stream = stream_of(stream);
-  LaunchResult const r = launch(args);
-  check_launch(r, name, M, N, K);
-  return {int(r.status), r.workspace_bytes_needed};
+  return launch_8bit(&scaled_mm_launcher, family, schedule, args, device);
 }
 
-/// Returns (status, workspace bytes needed), as mm_mixed_input.
 std::tuple<int, size_t> mm_block_scaled(std::string const& family, std::string const& schedule, uintptr_t a,
                                         int64_t lda, uintptr_t a_scales, uintptr_t b, int64_t ldb, uintptr_t b_scales,
                                         uintptr_t out, int64_t ldo, int M, int N, int K, uintptr_t workspace,
                                         size_t workspace_bytes, int device, uintptr_t stream) {
-  std::string const name = schedule.empty() ? pick_schedule(family, M, N, K) : schedule;
-  BlockScaledMmLaunchFn const launch = launcher(block_scaled_mm_launcher(family.c_str(), name.c_str()), family, name);
-  DeviceGuard guard(device);
-  BlockScaledMmArgs args;
-  args.a = ptr<void const>(a);
-  args.lda = lda;
+  auto args = operands<BlockScaledMmArgs>(a, lda, b, ldb, out, ldo, M, N, K, workspace, workspace_bytes, stream);
   args.a_scales = ptr<float const>(a_scales);
-  args.b = ptr<void const>(b);
-  args.ldb = ldb;
   args.b_scales = ptr<float const>(b_scales);
-  args.out = ptr<void>(out);
-  args.ldo = ldo;
-  args.M = M;
-  args.N = N;
-  args.K = K;
-  args.workspace = ptr<void>(workspace);
-  args.workspace_bytes = workspace_bytes;
-  args.stream = stream_of(stream);
-  LaunchResult const r = launch(args);
-  check_launch(r, name, M, N, K);
-  return {int(r.status), r.workspace_bytes_needed};
+  return launch_8bit(&block_scaled_mm_launcher, family, schedule, args, device);
 }
 
 void prepack_u4b8(uintptr_t codes, int N, int K, uintptr_t packed, int device, uintptr_t stream) {

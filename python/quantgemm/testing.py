@@ -60,3 +60,20 @@ def assert_gemm_close(out: torch.Tensor, ref: torch.Tensor, k: int, a_max: float
 def poison_(out: torch.Tensor) -> torch.Tensor:
     """Fill with NaN so that any element the kernel leaves unwritten fails the comparison."""
     return out.fill_(float("nan"))
+
+
+def replay_in_graph(call, out: torch.Tensor) -> torch.Tensor:
+    """Captures `call()` (which writes `out`) into a CUDA graph on a side stream, poisons `out`,
+    replays the graph and returns `out`: what a captured decode step would produce."""
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):
+        call()  # warm up outside the capture: workspaces, module loading
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph, stream=stream):
+            call()
+    torch.cuda.current_stream().wait_stream(stream)
+    poison_(out)
+    graph.replay()
+    torch.cuda.synchronize()
+    return out

@@ -20,6 +20,7 @@
 
 #include <cuda_runtime.h>
 
+#include "quantgemm/launch/scaled_mm.hpp"
 #include "quantgemm/launch/status.hpp"
 
 namespace quantgemm {
@@ -49,11 +50,9 @@ using BlockScaledMmLaunchFn = LaunchResult (*)(BlockScaledMmArgs const&);
 
 /// Structural checks shared by every schedule.
 inline bool block_scaled_mm_args_valid(BlockScaledMmArgs const& x) {
-  auto aligned = [](void const* p, uintptr_t to) { return reinterpret_cast<uintptr_t>(p) % to == 0; };
-  return x.M >= 0 && x.N > 0 && x.K > 0 && x.N % 8 == 0 && x.K % 16 == 0 && x.lda >= x.K && x.lda % 16 == 0 &&
-         x.ldb >= x.K && x.ldb % 16 == 0 && x.ldo >= x.N && x.ldo % 8 == 0 &&
-         (x.M == 0 || (x.a && x.b && x.out && x.a_scales && x.b_scales && aligned(x.a, 16) && aligned(x.b, 16) &&
-                       aligned(x.out, 16) && aligned(x.a_scales, 4) && aligned(x.b_scales, 4)));
+  auto aligned4 = [](void const* p) { return reinterpret_cast<uintptr_t>(p) % 4 == 0; };
+  return tma_8bit_operands_valid(x) &&
+         (x.M == 0 || (x.a_scales && x.b_scales && aligned4(x.a_scales) && aligned4(x.b_scales)));
 }
 
 }  // namespace quantgemm

@@ -51,13 +51,19 @@ struct ScaledMmArgs {
 /// Launches one compiled schedule.
 using ScaledMmLaunchFn = LaunchResult (*)(ScaledMmArgs const&);
 
-/// Structural checks shared by every schedule.
-inline bool scaled_mm_args_valid(ScaledMmArgs const& x) {
+/// The operand checks of the 8-bit GEMMs (W8A8 and block-scaled), on any argument struct with a,
+/// lda, b, ldb, out, ldo, M, N, K: what the TMA needs of 8-bit operands and a 16-bit output.
+template <class Args>
+bool tma_8bit_operands_valid(Args const& x) {
   auto aligned = [](void const* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
   return x.M >= 0 && x.N > 0 && x.K > 0 && x.N % 8 == 0 && x.K % 16 == 0 && x.lda >= x.K && x.lda % 16 == 0 &&
          x.ldb >= x.K && x.ldb % 16 == 0 && x.ldo >= x.N && x.ldo % 8 == 0 &&
-         (x.M == 0 || (x.a && x.b && x.out && x.epilogue.scale_a && x.epilogue.scale_b && aligned(x.a) &&
-                       aligned(x.b) && aligned(x.out)));
+         (x.M == 0 || (x.a && x.b && x.out && aligned(x.a) && aligned(x.b) && aligned(x.out)));
+}
+
+/// Structural checks shared by every schedule.
+inline bool scaled_mm_args_valid(ScaledMmArgs const& x) {
+  return tma_8bit_operands_valid(x) && (x.M == 0 || (x.epilogue.scale_a && x.epilogue.scale_b));
 }
 
 }  // namespace quantgemm

@@ -83,32 +83,15 @@ LaunchResult launch_sm90_block_scaled_mm(BlockScaledMmArgs const& x) {
   if (x.M == 0 || !device_is_sm90(result)) {
     return result;
   }
-  int const M = Swap ? x.N : x.M;  // the kernel's GEMM
-  int const N = Swap ? x.M : x.N;
-  auto const problem = cute::make_shape(M, N, x.K, 1);
   typename Gemm::Arguments args;
-  args.mode = cutlass::gemm::GemmUniversalMode::kGemm;
-  args.problem_shape = {M, N, x.K, 1};
-  args.mainloop.ptr_A = static_cast<ElementAB const*>(Swap ? x.b : x.a);
-  args.mainloop.dA = cute::make_stride(Swap ? x.ldb : x.lda, cute::Int<1>{}, int64_t(0));
-  args.mainloop.ptr_B = static_cast<ElementAB const*>(Swap ? x.a : x.b);
-  args.mainloop.dB = cute::make_stride(Swap ? x.lda : x.ldb, cute::Int<1>{}, int64_t(0));
+  set_gemm_operands<Swap, ElementAB, ElementD, Kernel>(args, x);
+  auto const problem = cute::make_shape(Swap ? x.N : x.M, Swap ? x.M : x.N, x.K, 1);  // the kernel's GEMM
   args.mainloop.ptr_SFA = Swap ? x.b_scales : x.a_scales;
   args.mainloop.layout_SFA = Config::ScaleConfig::tile_atom_to_shape_SFA(problem);
   args.mainloop.ptr_SFB = Swap ? x.a_scales : x.b_scales;
   args.mainloop.layout_SFB = Config::ScaleConfig::tile_atom_to_shape_SFB(problem);
-  typename Kernel::StrideD stride_d;
-  if constexpr (Swap) {
-    stride_d = cute::make_stride(cute::Int<1>{}, x.ldo, int64_t(0));
-  } else {
-    stride_d = cute::make_stride(x.ldo, cute::Int<1>{}, int64_t(0));
-  }
   args.epilogue.thread.alpha = 1.f;
   args.epilogue.thread.beta = 0.f;
-  args.epilogue.ptr_C = nullptr;
-  args.epilogue.dC = stride_d;
-  args.epilogue.ptr_D = static_cast<ElementD*>(x.out);
-  args.epilogue.dD = stride_d;
   return run_cutlass_gemm<Gemm>(args, x.workspace, x.workspace_bytes, x.stream);
 }
 

@@ -1,5 +1,5 @@
 /*! \file
-    \brief Runs one configured CUTLASS GemmUniversalAdapter with quantgemm's launch protocol: the
+    \brief Sets up and runs one configured CUTLASS GemmUniversalAdapter with quantgemm's launch protocol: the
            workspace is the caller's (kWorkspaceTooSmall with the bytes needed, nothing launched,
            when it is short), an unsupported problem is kInvalidArgument, a launch failure
            kCudaError; nothing throws. Shared by the W8A8 and block-scaled launchers.
@@ -8,7 +8,9 @@
 
 #include <cstddef>
 
+#include "cute/tensor.hpp"
 #include "cutlass/cutlass.h"
+#include "cutlass/gemm/gemm.h"
 #include "quantgemm/launch/status.hpp"
 
 namespace quantgemm {
@@ -21,6 +23,29 @@ inline bool device_is_sm90(LaunchResult& result) {
   result.status = Status::kCudaError;
   result.cuda = cudaErrorNoKernelImageForDevice;
   return false;
+}
+
+/// The operands of a GemmUniversal argument struct from launcher arguments X (a, lda, b, ldb, out,
+/// ldo, M, N, K; K contiguous in both operands): with Swap the kernel computes D^T = B A^T, its rows
+/// the weight's, and writes out column-major.
+template <bool Swap, class ElementAB, class ElementD, class Kernel, class GemmArguments, class X>
+void set_gemm_operands(GemmArguments& args, X const& x) {
+  args.mode = cutlass::gemm::GemmUniversalMode::kGemm;
+  args.problem_shape = {Swap ? x.N : x.M, Swap ? x.M : x.N, x.K, 1};
+  args.mainloop.ptr_A = static_cast<ElementAB const*>(Swap ? x.b : x.a);
+  args.mainloop.dA = cute::make_stride(Swap ? x.ldb : x.lda, cute::Int<1>{}, int64_t(0));
+  args.mainloop.ptr_B = static_cast<ElementAB const*>(Swap ? x.a : x.b);
+  args.mainloop.dB = cute::make_stride(Swap ? x.lda : x.ldb, cute::Int<1>{}, int64_t(0));
+  typename Kernel::StrideD stride_d;
+  if constexpr (Swap) {
+    stride_d = cute::make_stride(cute::Int<1>{}, x.ldo, int64_t(0));
+  } else {
+    stride_d = cute::make_stride(x.ldo, cute::Int<1>{}, int64_t(0));
+  }
+  args.epilogue.ptr_C = nullptr;
+  args.epilogue.dC = stride_d;
+  args.epilogue.ptr_D = static_cast<ElementD*>(x.out);
+  args.epilogue.dD = stride_d;
 }
 
 template <class Gemm>

@@ -71,25 +71,9 @@ LaunchResult launch_sm90_scaled_mm(ScaledMmArgs const& x) {
   if (x.M == 0 || !device_is_sm90(result)) {
     return result;
   }
-  // the kernel's GEMM: D^T = B A^T when swapped (its rows are the weight's)
   typename Gemm::Arguments args;
-  args.mode = cutlass::gemm::GemmUniversalMode::kGemm;
-  args.problem_shape = {Config::Swap ? x.N : x.M, Config::Swap ? x.M : x.N, x.K, 1};
-  args.mainloop.ptr_A = static_cast<ElementA const*>(Config::Swap ? x.b : x.a);
-  args.mainloop.dA = cute::make_stride(Config::Swap ? x.ldb : x.lda, cute::Int<1>{}, int64_t(0));
-  args.mainloop.ptr_B = static_cast<ElementA const*>(Config::Swap ? x.a : x.b);
-  args.mainloop.dB = cute::make_stride(Config::Swap ? x.lda : x.ldb, cute::Int<1>{}, int64_t(0));
-  typename Kernel::StrideD stride_d;
-  if constexpr (Config::Swap) {
-    stride_d = cute::make_stride(cute::Int<1>{}, x.ldo, int64_t(0));
-  } else {
-    stride_d = cute::make_stride(x.ldo, cute::Int<1>{}, int64_t(0));
-  }
+  set_gemm_operands<Config::Swap, ElementA, ElementD, Kernel>(args, x);
   args.epilogue.thread = Config::Fusion::arguments(x.epilogue);
-  args.epilogue.ptr_C = nullptr;
-  args.epilogue.dC = stride_d;
-  args.epilogue.ptr_D = static_cast<ElementD*>(x.out);
-  args.epilogue.dD = stride_d;
   return run_cutlass_gemm<Gemm>(args, x.workspace, x.workspace_bytes, x.stream);
 }
 
