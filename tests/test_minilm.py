@@ -18,7 +18,7 @@ if not minilm.available():
     pytest.skip("no all-MiniLM-L6-v2 weights", allow_module_level=True)
 
 # the floors: measured (docs/pytorch.md), less a margin for other platforms' rounding
-FLOORS = {"unquantized": 0.999, "w4a16": 0.93, "w4a16-zp": 0.945, "fp8": 0.995, "int8": 0.994}
+FLOORS = {"unquantized": 0.999, "w4a16": 0.93, "w4a16-zp": 0.945, "fp8": 0.995, "int8": 0.994, "fp8-block": 0.995}
 
 
 def test_quantize_model_replaces_the_encoder_linears():
@@ -32,11 +32,13 @@ def test_quantize_model_replaces_the_encoder_linears():
         quantgemm.quantize_model(model, "w8a16")
     fp8 = minilm.MiniLM().to(torch.bfloat16)
     assert quantgemm.quantize_model(fp8, "fp8") == 36
+    block = minilm.MiniLM().to(torch.bfloat16)
+    assert quantgemm.quantize_model(block, "fp8-block") == 36
 
 
 @pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=requires_hopper)])
 def test_sentence_embeddings_stay_close(device):
-    results = minilm.compare(["w4a16", "w4a16-zp", "fp8", "int8"], device)
+    results = minilm.compare(["w4a16", "w4a16-zp", "fp8", "int8", "fp8-block"], device)
     for scheme, (mean, worst, _) in results.items():
         assert mean >= FLOORS[scheme], (scheme, mean)
         assert worst >= FLOORS[scheme] - 0.02, (scheme, worst)

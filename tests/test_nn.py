@@ -160,3 +160,44 @@ def test_scaled_linear_matches_the_reference_on_cpu(weight_dtype):
     assert torch.equal(y.reshape(-1, 96), want.to(torch.bfloat16))
     err = (y.float() - lin(x).float()).norm() / lin(x).float().norm()
     assert 0 < err < 0.05
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_block_scaled_linear_matches_the_reference_on_cpu(dtype):
+    from quantgemm.nn import BlockScaledLinear
+
+    lin = torch.nn.Linear(300, 200, bias=True, dtype=dtype)  # N and K off the 128 blocks
+    q = BlockScaledLinear.from_linear(lin)
+    assert q.weight.dtype == torch.float8_e4m3fn and q.weight_scale_inv.shape == (2, 3) and q.dtype == dtype
+    x = torch.randn(2, 3, 300, dtype=dtype)
+    y = q(x)
+    assert y.shape == (2, 3, 200) and y.dtype == dtype
+    a, sa = quantgemm.quantize_fp8_groups(x.reshape(-1, 300))
+    want = reference.block_scaled_mm(a, sa, q.weight, q.weight_scale_inv).to(torch.bfloat16).to(dtype) + q.bias
+    assert torch.equal(y.reshape(-1, 200), want)
+    err = (y.float() - lin(x).float()).norm() / lin(x).float().norm()
+    assert 0 < err < 0.05
+
+
+def test_block_scaled_linear_from_a_checkpoint():
+    from quantgemm.nn import BlockScaledLinear
+
+    w = torch.randn(256, 384) / 20
+    q, s = quantgemm.quantize_fp8_blocks(w)  # DeepSeek-V3 stores weight and weight_scale_inv so
+    layer = BlockScaledLinear.from_fp8_checkpoint(q, s)
+    assert torch.equal(layer.weight.view(torch.uint8), q.view(torch.uint8)) and torch.equal(layer.weight_scale_inv, s)
+    with pytest.raises(ValueError, match=r"weight_scale_inv must have shape \(2, 3\)"):
+        BlockScaledLinear.from_fp8_checkpoint(q, s[:, :2])
+    with pytest.raises(TypeError, match="weight must be a 2-D torch.float8_e4m3fn"):
+        BlockScaledLinear.from_fp8_checkpoint(w, s)
+
+
+@requires_hopper
+def test_block_scaled_linear_gpu_forward_is_block_scaled_mm():
+    from quantgemm.nn import BlockScaledLinear
+
+    layer = BlockScaledLinear.from_linear(linear(n=2112, k=1536).cuda())
+    x = torch.randn(5, 1536, device="cuda", dtype=torch.bfloat16)
+    a, sa = quantgemm.quantize_fp8_groups(x)
+    want = quantgemm.block_scaled_mm(a, sa, layer.weight, layer.weight_scale_inv) + layer.bias
+    assert torch.equal(layer(x), want)

@@ -5,7 +5,7 @@ safetensors, vocabulary and configuration). This file holds what the model needs
 a safetensors reader, BERT's uncased WordPiece tokenizer, the 6-layer encoder, mean pooling and
 normalization, so that quantgemm.quantize_model can swap the encoder's nn.Linear layers.
 
-    python examples/minilm/minilm.py [--device cuda] [--schemes w4a16,w4a16-zp,fp8,int8]
+    python examples/minilm/minilm.py [--device cuda] [--schemes w4a16,w4a16-zp,fp8,int8,fp8-block]
 
 embeds a set of sentences unquantized and with each scheme, and prints the cosine similarity of
 each quantized embedding to the unquantized one, and the time per batch.
@@ -257,7 +257,7 @@ def compare(schemes: list[str], device: str = "cpu", dtype: torch.dtype = torch.
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
-    parser.add_argument("--schemes", default="w4a16,w4a16-zp,fp8,int8")
+    parser.add_argument("--schemes", default="w4a16,w4a16-zp,fp8,int8,fp8-block")
     parser.add_argument("--save", type=Path, metavar="DIR", help="write a bf16 copy of the model to DIR and exit "
                         "(for a machine without the package; point MINILM_DIR at it there)")
     args = parser.parse_args()

@@ -1,13 +1,15 @@
-"""quantgemm.nn: QuantLinear (4-bit prepacked weights, 16-bit activations) and ScaledLinear (W8A8:
-FP8 or INT8 weights with per-channel scales, activations quantized per token at run time)."""
+"""quantgemm.nn: QuantLinear (4-bit prepacked weights, 16-bit activations), ScaledLinear (W8A8:
+FP8 or INT8 weights with per-channel scales, activations quantized per token at run time) and
+BlockScaledLinear (FP8 with 128 x 128 weight scales and 1 x 128 activation scales, DeepSeek-V3's)."""
 
 from __future__ import annotations
 
 import torch
 
-from . import checkpoint, ops, scaled
+from . import block_scaled, checkpoint, ops, scaled
 from .mixed_input import PrepackedWeight, _padded, mm, prepack_b, unpack_b
-from .quantize import group_count, quantize_fp8, quantize_int8, quantize_u4, quantize_u4b8
+from .quantize import (group_count, quantize_fp8, quantize_fp8_blocks, quantize_fp8_groups, quantize_int8,
+                       quantize_u4, quantize_u4b8)
 
 
 class QuantLinear(torch.nn.Module):
@@ -175,12 +177,85 @@ class ScaledLinear(torch.nn.Module):
                 f"bias={self.bias is not None}")
 
 
+class BlockScaledLinear(torch.nn.Module):
+    """y = block_scaled_mm(q(x), W_q) + bias: W_q [N, K] e4m3 with an fp32 scale per 128 x 128 block
+    (`weight_scale_inv` [ceil(N / 128), ceil(K / 128)], DeepSeek-V3's checkpoint name and layout),
+    the activation quantized per token per 128 of K on every call (quantize_fp8_groups). The GEMM
+    outputs bf16; a module of another dtype casts the result.
+
+    Build it with from_linear() (128 x 128 round-to-nearest quantization) or from_fp8_checkpoint()
+    (a checkpoint's `weight` and `weight_scale_inv`). On a Hopper GPU the forward is
+    quantgemm.block_scaled_mm; elsewhere the pure-torch reference.
+    """
+
+    def __init__(self, in_features: int, out_features: int, bias: bool = False, device=None,
+                 dtype: torch.dtype = torch.bfloat16):
+        super().__init__()
+        self.in_features, self.out_features, self.dtype = in_features, out_features, dtype
+        blocks = (block_scaled.scale_blocks(out_features), block_scaled.scale_blocks(in_features))
+        self.register_buffer("weight", torch.zeros(out_features, in_features, dtype=torch.float8_e4m3fn, device=device))
+        self.register_buffer("weight_scale_inv", torch.ones(blocks, dtype=torch.float32, device=device))
+        self.register_buffer("bias", torch.zeros(out_features, dtype=dtype, device=device) if bias else None)
+
+    @classmethod
+    def from_linear(cls, linear: torch.nn.Linear) -> "BlockScaledLinear":
+        w = linear.weight.detach()
+        layer = cls(linear.in_features, linear.out_features, linear.bias is not None, w.device,
+                    w.dtype if w.is_floating_point() and w.element_size() == 2 else torch.bfloat16)
+        q, s = quantize_fp8_blocks(w)
+        layer.weight.copy_(q)
+        layer.weight_scale_inv.copy_(s)
+        if linear.bias is not None:
+            layer.bias.copy_(linear.bias.detach().to(layer.dtype))
+        return layer
+
+    @classmethod
+    def from_fp8_checkpoint(cls, weight: torch.Tensor, weight_scale_inv: torch.Tensor,
+                            bias: torch.Tensor | None = None, dtype: torch.dtype = torch.bfloat16) -> "BlockScaledLinear":
+        """A layer of a block-scaled FP8 checkpoint (DeepSeek-V3/R1, Qwen3-FP8): `weight` [N, K]
+        torch.float8_e4m3fn and `weight_scale_inv` [ceil(N / 128), ceil(K / 128)] fp32, with
+        W = weight * weight_scale_inv[n // 128, k // 128]."""
+        if weight.dtype != torch.float8_e4m3fn or weight.dim() != 2:
+            raise TypeError(f"weight must be a 2-D torch.float8_e4m3fn tensor, got {weight.dtype} of shape "
+                            f"{tuple(weight.shape)}")
+        n, k = weight.shape
+        blocks = (block_scaled.scale_blocks(n), block_scaled.scale_blocks(k))
+        if weight_scale_inv.shape != blocks:
+            raise ValueError(f"weight_scale_inv must have shape {blocks} (one scale per 128 x 128 block of the "
+                             f"{n} x {k} weight), got {tuple(weight_scale_inv.shape)}")
+        layer = cls(k, n, bias is not None, weight.device, dtype)
+        layer.weight.copy_(weight)
+        layer.weight_scale_inv.copy_(weight_scale_inv.float())
+        if bias is not None:
+            layer.bias.copy_(bias.to(dtype))
+        return layer
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if x.shape[-1] != self.in_features:
+            raise ValueError(f"x must have {self.in_features} features in its last dimension, got shape "
+                             f"{tuple(x.shape)}")
+        a, sa = quantize_fp8_groups(x.reshape(-1, self.in_features))
+        if a.is_cuda and not torch.compiler.is_compiling():
+            y = block_scaled.block_scaled_mm(a, sa, self.weight, self.weight_scale_inv)
+        else:
+            y = ops.block_scaled_mm(a, sa, self.weight, self.weight_scale_inv)
+        y = y.to(self.dtype)
+        if self.bias is not None:
+            y = y + self.bias
+        return y.reshape(*x.shape[:-1], self.out_features)
+
+    def extra_repr(self) -> str:
+        return (f"in_features={self.in_features}, out_features={self.out_features}, fp8 128 x 128 blocks, "
+                f"bias={self.bias is not None}")
+
+
 #: quantize_model's schemes: what replaces each nn.Linear, or why the scheme is not available yet.
 SCHEMES = {
     "w4a16": "u4b8",     # 4-bit symmetric weights (GPTQ's format), group scales, 16-bit activations
     "w4a16-zp": "u4",    # 4-bit weights with a zero point per group (AWQ's format)
     "fp8": torch.float8_e4m3fn,  # W8A8 FP8: per-channel weight scales, per-token dynamic activations
     "int8": torch.int8,          # W8A8 INT8, the same scaling
+    "fp8-block": BlockScaledLinear,  # FP8, 128 x 128 weight blocks, 1 x 128 dynamic activation groups
 }
 _PLANNED = {"w8a16": "8-bit weight mixed-input kernels"}
 
@@ -188,9 +263,9 @@ _PLANNED = {"w8a16": "8-bit weight mixed-input kernels"}
 def quantize_model(model: torch.nn.Module, scheme: str = "w4a16", group_size: int = 128,
                    skip=lambda name, linear: False) -> int:
     """Replaces, in place, every nn.Linear of `model` that `skip(name, linear)` does not exclude by a
-    QuantLinear (w4a16, w4a16-zp: where N and K are multiples of 8 and group_size divides K) or a
-    ScaledLinear (fp8, int8: every shape) quantized with `scheme` by round to nearest. Returns how
-    many layers it replaced."""
+    QuantLinear (w4a16, w4a16-zp: where N and K are multiples of 8 and group_size divides K), a
+    ScaledLinear (fp8, int8: every shape) or a BlockScaledLinear (fp8-block: every shape) quantized
+    with `scheme` by round to nearest. Returns how many layers it replaced."""
     if scheme in _PLANNED:
         raise NotImplementedError(f"scheme {scheme!r} needs {_PLANNED[scheme]}, which quantgemm does not have yet")
     if scheme not in SCHEMES:
@@ -201,6 +276,10 @@ def quantize_model(model: torch.nn.Module, scheme: str = "w4a16", group_size: in
     for parent in list(model.modules()):
         for child_name, child in list(parent.named_children()):
             if type(child) is not torch.nn.Linear or skip(child_name, child):
+                continue
+            if SCHEMES[scheme] is BlockScaledLinear:
+                setattr(parent, child_name, BlockScaledLinear.from_linear(child))
+                replaced += 1
                 continue
             if isinstance(SCHEMES[scheme], torch.dtype):
                 setattr(parent, child_name, ScaledLinear.from_linear(child, SCHEMES[scheme]))
