@@ -6,10 +6,13 @@
 */
 #pragma once
 
+#include <atomic>
 #include <cstddef>
+#include <cstdint>
 
 #include "cute/tensor.hpp"
 #include "cutlass/cutlass.h"
+#include "cutlass/device_kernel.h"
 #include "cutlass/gemm/gemm.h"
 #include "quantgemm/launch/status.hpp"
 
@@ -48,9 +51,32 @@ void set_gemm_operands(GemmArguments& args, X const& x) {
   args.epilogue.dD = stride_d;
 }
 
+/// Raises the kernel's dynamic shared memory limit on the current device, once per device (the
+/// adapter's initialize() would do it on every call, a driver call on the host's critical path).
+template <class Kernel>
+bool allow_shared_memory(int device) {
+  constexpr int kBytes = Kernel::SharedStorageSize;
+  if constexpr (kBytes < (48 << 10)) {
+    return true;
+  } else {
+    static std::atomic<uint64_t> done{0};  // bit d: device d is set up
+    uint64_t const bit = device < 64 ? uint64_t(1) << device : 0;
+    if (bit && (done.load(std::memory_order_acquire) & bit)) {
+      return true;
+    }
+    if (cudaFuncSetAttribute(cutlass::device_kernel<Kernel>, cudaFuncAttributeMaxDynamicSharedMemorySize, kBytes) !=
+        cudaSuccess) {
+      return false;
+    }
+    done.fetch_or(bit, std::memory_order_acq_rel);
+    return true;
+  }
+}
+
 template <class Gemm>
 LaunchResult run_cutlass_gemm(typename Gemm::Arguments& args, void* workspace, size_t workspace_bytes,
                               cudaStream_t stream) {
+  using Kernel = typename Gemm::GemmKernel;
   LaunchResult result;
   cudaGetDevice(&args.hw_info.device_id);
   args.hw_info.sm_count = multiprocessor_count();
@@ -60,13 +86,17 @@ LaunchResult run_cutlass_gemm(typename Gemm::Arguments& args, void* workspace, s
     result.workspace_bytes_needed = need;
     return result;
   }
-  Gemm gemm;
-  if (gemm.can_implement(args) != cutlass::Status::kSuccess) {
+  if (Gemm::can_implement(args) != cutlass::Status::kSuccess) {
     result.status = Status::kInvalidArgument;
     return result;
   }
-  if (gemm.initialize(args, workspace, stream) != cutlass::Status::kSuccess ||
-      gemm.run(stream) != cutlass::Status::kSuccess) {
+  bool ok = Kernel::initialize_workspace(args, workspace, stream) == cutlass::Status::kSuccess &&
+            allow_shared_memory<Kernel>(args.hw_info.device_id);
+  if (ok) {
+    typename Kernel::Params params = Kernel::to_underlying_arguments(args, workspace);
+    ok = Gemm::run(params, stream) == cutlass::Status::kSuccess;
+  }
+  if (!ok) {
     result.status = Status::kCudaError;
     result.cuda = cudaGetLastError();
     if (result.cuda == cudaSuccess) {
