@@ -7,7 +7,8 @@ same rules give byte-identical files and unchanged files keep their timestamps. 
 a subset (for development): rules naming a schedule left out are dropped, and the last rule kept
 becomes the catch-all; it may also name a family's candidate schedules, which are compiled (for
 measuring) but reached only by name; "all" compiles every candidate (for the tuner), "<family>:all"
-every candidate of one family and "default" the schedules the rules name. --rules takes
+every candidate of one family and "default" the schedules the rules name (of the families a
+default build includes). --rules takes
 a family's rules from another rules file (default: codegen/rules/<family>.json). --list prints the
 files that would be written, one per line.
 """
@@ -77,7 +78,7 @@ def families(rules_files: list[Path] | None = None) -> list[Family]:
 
 
 def default_schedule_names(fams: list[Family] | None = None) -> list[str]:
-    return sorted(s.name(f.name) for f in (fams or FAMILIES) for s in f.schedules())
+    return sorted(s.name(f.name) for f in (fams or FAMILIES) if f.default_build for s in f.schedules())
 
 
 def all_schedule_names(fams: list[Family] | None = None) -> list[str]:

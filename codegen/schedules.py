@@ -149,6 +149,9 @@ class Family:
     kind: str = "mixed_input"
     epilogue: str = ""  #: scaled_mm: the epilogue/scaled.hpp formula
     kernel_suffix: str = ""  #: scaled_mm: the CUTLASS kernel schedule's suffix ("FP8FastAccum" or "")
+    #: whether a default build compiles it (False: only on request, "<family>:all" or by name, for
+    #: kernels not yet verified on a GPU)
+    default_build: bool = True
 
     @property
     def schedule_type(self):
@@ -231,6 +234,17 @@ U4_BF16 = replace(U4B8_BF16, name="u4_bf16", weight="u4", rules_source=_BORROWED
 U4B8_FP16 = replace(U4B8_BF16, name="u4b8_fp16", activation="cutlass::half_t", rules_source=_BORROWED)
 U4_FP16 = replace(U4_BF16, name="u4_fp16", activation="cutlass::half_t")
 
+# 8-bit codes (u8b128: GPTQ's symmetric 8-bit format; u8: zero points per group) run the same
+# mainloop with two 128-bit loads a block and PRMT converters (numeric/u8.hpp); 128-deep stages
+# spill there, so their space is the 64-deep tiles. Not in the default build until measured on a GPU.
+U8_SPACE = tuple(_tile(n, m) for n in (128, 256) for m in (8, 16, 32, 64)) + (_tile(128, 128), _tile(128, 256))
+U8B128_BF16 = with_rules(Family(name="u8b128_bf16", weight="u8b128", space=U8_SPACE, default_build=False),
+                         RULES_DIR / "u8b128_bf16.json")
+_BORROWED_U8 = "the u8b128_bf16 rules (the same mainloop), until tuned on its own"
+U8_BF16 = replace(U8B128_BF16, name="u8_bf16", weight="u8", rules_source=_BORROWED_U8)
+U8B128_FP16 = replace(U8B128_BF16, name="u8b128_fp16", activation="cutlass::half_t", rules_source=_BORROWED_U8)
+U8_FP16 = replace(U8_BF16, name="u8_fp16", activation="cutlass::half_t")
+
 
 def _scaled(m: int, n: int, k: int = 128, cluster=(1, 1, 1), kernel: str = "coop", swap: bool = False,
             stream_k: bool = False) -> ScaledSchedule:
@@ -307,4 +321,5 @@ FP8BLOCK_BF16 = with_rules(Family(
     RULES_DIR / "fp8block_bf16.json")
 
 FAMILIES: tuple[Family, ...] = (U4B8_BF16, U4_BF16, U4B8_FP16, U4_FP16, FP8FAST_BF16, FP8_BF16, INT8_BF16,
-                                FP8FAST_FP16, FP8_FP16, INT8_FP16, FP8BLOCK_BF16)
+                                FP8FAST_FP16, FP8_FP16, INT8_FP16, FP8BLOCK_BF16, U8B128_BF16, U8_BF16, U8B128_FP16,
+                                U8_FP16)

@@ -130,3 +130,36 @@ def test_a_group_straddling_a_shard_boundary_is_an_error():
         shard(full, 2, 2, "k")
     per_channel = from_gptq(*gptq_layer(n, k, k, torch.full((1, n), 8, dtype=torch.uint8))[:4])
     assert shard(per_channel, 2, 1, "k").group_size == 192  # one group per rank
+
+
+def pack8_along(codes: torch.Tensor, dim: int) -> torch.Tensor:
+    """int32 words of four 8-bit fields along `dim`, GPTQ's 8-bit packing: bits 8i hold position i."""
+    c = codes.to(torch.int64).movedim(dim, -1)
+    c = c.reshape(*c.shape[:-1], c.shape[-1] // 4, 4)
+    words = sum(c[..., i] << (8 * i) for i in range(4))
+    words = torch.where(words >= 2**31, words - 2**32, words).to(torch.int32)
+    return words.movedim(-1, dim)
+
+
+@pytest.mark.parametrize("symmetric", [True, False])
+def test_gptq_8_bit_layers(symmetric):
+    from quantgemm.nn import QuantLinear
+
+    n, k, group = 64, 256, 128
+    g = torch.Generator().manual_seed(3)
+    codes = torch.randint(0, 256, (n, k), generator=g, dtype=torch.uint8)
+    zeros = torch.full((k // group, n), 128, dtype=torch.uint8) if symmetric \
+        else torch.randint(0, 256, (k // group, n), generator=g, dtype=torch.uint8)
+    scales = (torch.rand(k // group, n, generator=g) + 0.5).half() / 512
+    qweight = pack8_along(codes.t(), dim=0)                                          # [K/4, N]
+    qzeros = pack8_along(((zeros.to(torch.int16) - 1) & 0xFF).to(torch.uint8), dim=1)  # stored minus one
+    got = from_gptq(qweight, qzeros, scales, bits=8)
+    assert got.bits == 8 and got.weight_type == ("u8b128" if symmetric else "u8")
+    assert torch.equal(got.codes, codes) and (got.zeros is None) == symmetric
+    g_of_k = torch.arange(k) // group
+    w = (codes.float() - zeros.float()[g_of_k].t()) * scales.float()[g_of_k].t()
+    assert torch.equal(got.dequantize(), w)
+    layer = QuantLinear.from_gptq(qweight, qzeros, scales, bits=8, dtype=torch.float16)
+    assert layer.weight_type == got.weight_type and torch.equal(layer.weight_codes(), codes)
+    with pytest.raises(ValueError, match="bits must be 4 or 8"):
+        from_gptq(qweight, qzeros, scales, bits=3)

@@ -13,10 +13,11 @@ def nibble_of_value(v: int) -> int:
     return [0, 2, 4, 6, 1, 3, 5, 7].index(v)
 
 
-def expected_prepack(codes: torch.Tensor) -> torch.Tensor:
-    """Pure-Python prepack from the PTX register-fragment description."""
+def expected_prepack(codes: torch.Tensor, bits: int = 4) -> torch.Tensor:
+    """Pure-Python prepack from the PTX register-fragment description: 4-bit codes with the nibble
+    interleave, 8-bit codes in value order (byte v of the step's eight)."""
     n_total, k_total = codes.shape
-    out = bytearray(n_total * k_total // 2)
+    out = bytearray(n_total * k_total * bits // 8)
     blocks_k = k_total // 64
     for nb in range(n_total // 128):
         for kb in range(blocks_k):
@@ -28,9 +29,12 @@ def expected_prepack(codes: torch.Tensor) -> torch.Tensor:
                     for v in range(8):  # a0..a7
                         row = 64 * wg + 16 * warp + g + 8 * ((v // 2) % 2)
                         col = 16 * j + 2 * q + (v % 2) + 8 * (v // 4)
-                        e = base + (t * 4 + j) * 8 + nibble_of_value(v)
+                        e = base + (t * 4 + j) * 8 + (nibble_of_value(v) if bits == 4 else v)
                         code = int(codes[nb * 128 + row, kb * 64 + col])
-                        out[e // 2] |= code << (4 * (e % 2))
+                        if bits == 4:
+                            out[e // 2] |= code << (4 * (e % 2))
+                        else:
+                            out[e] = code
     return torch.frombuffer(out, dtype=torch.uint8)
 
 
@@ -41,6 +45,25 @@ def test_host_prepack_follows_the_wgmma_fragment_order(n, k):
     packed = quantgemm.prepack_b(codes)
     assert packed.data.dtype == torch.uint8 and packed.data.numel() == n * k // 2
     assert torch.equal(packed.data, expected_prepack(codes))
+
+
+@pytest.mark.parametrize("weight_type", ["u8b128", "u8"])
+@pytest.mark.parametrize("n,k", [(128, 64), (256, 128)])
+def test_host_prepack_of_8_bit_codes_follows_the_fragment_order(weight_type, n, k):
+    torch.manual_seed(n + k + 1)
+    codes = torch.randint(0, 256, (n, k), dtype=torch.uint8)
+    packed = quantgemm.prepack_b(codes, weight_type)
+    assert packed.data.numel() == n * k
+    assert torch.equal(packed.data, expected_prepack(codes, 8))
+    assert torch.equal(quantgemm.unpack_b(packed), codes)
+
+
+def test_8_bit_weights_off_the_blocks_are_padded_and_round_trip():
+    codes = torch.randint(0, 256, (200, 72), dtype=torch.uint8)
+    packed = quantgemm.prepack_b(codes, "u8b128")
+    assert packed.data.numel() == 256 * 128 and torch.equal(quantgemm.unpack_b(packed), codes)
+    with pytest.raises(ValueError, match=r"w_q must hold 4-bit codes \(0..15\) for u4b8"):
+        quantgemm.prepack_b(codes, "u4b8")
 
 
 @pytest.mark.parametrize("n,k", [(128, 64), (384, 192), (1024, 512)])

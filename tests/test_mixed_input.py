@@ -148,6 +148,8 @@ def test_gpu_prepack_equals_host_reference(n, k):
     gpu = quantgemm.prepack_b(codes.cuda())
     assert gpu.data.is_cuda
     assert torch.equal(gpu.data.cpu(), host.data)
+    codes8 = torch.randint(0, 256, (n, k), dtype=torch.uint8)
+    assert torch.equal(quantgemm.prepack_b(codes8.cuda(), "u8b128").data.cpu(), quantgemm.prepack_b(codes8, "u8b128").data)
 
 
 @requires_hopper
@@ -209,10 +211,10 @@ def test_mm_channel_and_token_scales(m, schedule):
     ts = torch.rand(m, device="cuda") * 4
     out = poison_(torch.empty(m, n, device="cuda", dtype=torch.bfloat16))
     quantgemm.mm(a, b, scales, g, out=out, schedule=schedule, channel_scales=cs, token_scales=ts)
-    ref = reference.mm_4bit(a, w_q, scales, g, channel_scales=cs, token_scales=ts)
+    ref = reference.mm_quantized(a, w_q, scales, g, channel_scales=cs, token_scales=ts)
     assert_gemm_close(out, ref, k, a.abs().max().item() * ts.max().item(), w_max * cs.max().item())
     only_channel = quantgemm.mm(a, b, scales, g, schedule=schedule, channel_scales=cs)
-    ref = reference.mm_4bit(a, w_q, scales, g, channel_scales=cs)
+    ref = reference.mm_quantized(a, w_q, scales, g, channel_scales=cs)
     assert_gemm_close(only_channel, ref, k, a.abs().max().item(), w_max * cs.max().item())
 
 
@@ -319,6 +321,50 @@ def test_mm_fp16_matches_reference(weight_type, n, k, g):
 @pytest.mark.parametrize("m", [1, 16, 64, 257])
 def test_mm_fp16_heuristic_matches_reference(weight_type, m):
     check_mm_fp16(m, 28672, 8192, 128, weight_type)
+
+
+EIGHT_BIT = [("u8b128", torch.bfloat16), ("u8", torch.bfloat16), ("u8b128", torch.float16), ("u8", torch.float16)]
+
+
+def check_mm_8bit(m, n, k, g, weight_type, dtype, schedule=None):
+    gen = torch.Generator(device="cuda").manual_seed(n * 11 + k + g)
+    w = torch.randn(n, k, device="cuda", dtype=dtype, generator=gen) / k ** 0.5 + 0.01
+    quantize = quantgemm.quantize_u8 if weight_type == "u8" else quantgemm.quantize_u8b128
+    w_q, scales, *zeros = quantize(w, g)
+    zeros = zeros[0] if zeros else None
+    zero_point = 128 if zeros is None else 0
+    w_max = reference._dequantize(w_q, scales, zeros, g, zero_point).abs().max().item()
+    a = torch.randn(m, k, device="cuda", dtype=dtype)
+    out = poison_(torch.empty(m, n, device="cuda", dtype=dtype))
+    got = quantgemm.mm(a, quantgemm.prepack_b(w_q, weight_type), scales, g, out=out, schedule=schedule,
+                       group_zeros=zeros)
+    ref = reference.mm_quantized(a, w_q, scales, g, zeros, zero_point=zero_point)
+    assert_gemm_close(got, ref, k, a.abs().max().item(), w_max)
+
+
+def eight_bit_schedules(weight_type, dtype):
+    schedules = quantgemm.supported_schedules(weight_type, dtype)
+    if not schedules:
+        pytest.skip(f"no {weight_type} x {dtype} kernels in this build (not in the default one yet: "
+                    f"QUANTGEMM_SCHEDULES=\"default;u8b128_bf16:all;u8_bf16:all;u8b128_fp16:all;u8_fp16:all\")")
+    return schedules
+
+
+@requires_hopper
+@pytest.mark.parametrize("weight_type,dtype", EIGHT_BIT)
+@pytest.mark.parametrize("n,k,g", [(384, 320, 64), (200, 328, -1), (4096, 4096, 128)])
+def test_mm_8bit_every_schedule_matches_reference(weight_type, dtype, n, k, g):
+    for schedule in eight_bit_schedules(weight_type, dtype):
+        for m in (1, 37, 130):
+            check_mm_8bit(m, n, k, g, weight_type, dtype, schedule)
+
+
+@requires_hopper
+@pytest.mark.parametrize("weight_type,dtype", EIGHT_BIT)
+@pytest.mark.parametrize("m", [1, 16, 64, 257])
+def test_mm_8bit_heuristic_matches_reference(weight_type, dtype, m):
+    eight_bit_schedules(weight_type, dtype)
+    check_mm_8bit(m, 28672, 8192, 128, weight_type, dtype)
 
 
 def run_chain(x, layers, outs):

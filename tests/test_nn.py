@@ -69,7 +69,7 @@ def test_from_gptq_act_order(device, symmetric):
     y = q(x.to(device))
     # the kernel's math on the activation's columns in the weight's order ...
     zeros_q = None if q.zeros is None else q.zeros.cpu()
-    want = reference.mm_4bit(x[:, conv.perm], conv.codes, q.scales.cpu(), group, zeros_q)
+    want = reference.mm_quantized(x[:, conv.perm], conv.codes, q.scales.cpu(), group, zeros_q)
     w_max = reference._dequantize(conv.codes, q.scales.cpu(), zeros_q, group).abs().max().item()
     assert_gemm_close(y, want, k, x.float().abs().max().item(), w_max)
     # ... which is the checkpoint's weight in its own input order (up to the scales' rounding to bf16)

@@ -33,7 +33,7 @@ def test_mm_op_is_the_reference_on_cpu(weight_type, dtype):
     args, w_q = problem(weight_type, dtype)
     a, _, _, _, _, scales, g, zeros, _ = args
     got = torch.ops.quantgemm.mm(*args)
-    want = reference.mm_4bit(a, w_q, scales, g, zeros).to(dtype)
+    want = reference.mm_quantized(a, w_q, scales, g, zeros).to(dtype)
     assert got.dtype == dtype and torch.equal(got, want)
 
 

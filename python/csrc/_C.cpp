@@ -201,10 +201,11 @@ std::tuple<int, size_t> mm_block_scaled(std::string const& family, std::string c
   return launch_8bit(&block_scaled_mm_launcher, family, schedule, args, device);
 }
 
-void prepack_u4b8(uintptr_t codes, int N, int K, uintptr_t packed, int device, uintptr_t stream) {
+/// GPU prepack of `bits`-bit codes (4: u4b8 and u4; 8: u8b128 and u8).
+void prepack(int bits, uintptr_t codes, int N, int K, uintptr_t packed, int device, uintptr_t stream) {
   DeviceGuard guard(device);
-  DeviceGuard::check(prepack_b_u4b8(ptr<uint8_t const>(codes), N, K, ptr<uint8_t>(packed), stream_of(stream)),
-                     "prepack_b_u4b8");
+  auto const fn = bits == 8 ? &prepack_b_u8 : &prepack_b_u4b8;
+  DeviceGuard::check(fn(ptr<uint8_t const>(codes), N, K, ptr<uint8_t>(packed), stream_of(stream)), "prepack_b");
 }
 
 void stream_read_probe(uintptr_t src, int64_t bytes, uintptr_t sink, int device, uintptr_t stream) {
@@ -223,12 +224,12 @@ NB_MODULE(_C, m) {
   m.def("mm_mixed_input", &mm_mixed_input);
   m.def("mm_scaled", &mm_scaled);
   m.def("mm_block_scaled", &mm_block_scaled);
-  m.def("prepack_u4b8", &prepack_u4b8);
-  m.def("prepack_u4b8_host", [](uintptr_t codes, int N, int K, uintptr_t packed) {
-    prepack_b_u4b8_host(ptr<uint8_t const>(codes), N, K, ptr<uint8_t>(packed));
+  m.def("prepack", &prepack);
+  m.def("prepack_host", [](int bits, uintptr_t codes, int N, int K, uintptr_t packed) {
+    (bits == 8 ? &prepack_b_u8_host : &prepack_b_u4b8_host)(ptr<uint8_t const>(codes), N, K, ptr<uint8_t>(packed));
   });
-  m.def("unpack_u4b8_host", [](uintptr_t packed, int N, int K, uintptr_t codes) {
-    unpack_b_u4b8_host(ptr<uint8_t const>(packed), N, K, ptr<uint8_t>(codes));
+  m.def("unpack_host", [](int bits, uintptr_t packed, int N, int K, uintptr_t codes) {
+    (bits == 8 ? &unpack_b_u8_host : &unpack_b_u4b8_host)(ptr<uint8_t const>(packed), N, K, ptr<uint8_t>(codes));
   });
   m.def("stream_read", &stream_read_probe);
 }

@@ -6,7 +6,7 @@ from ._native import cuda_architectures
 from .mixed_input import Explanation, PrepackedWeight, explain, mm, prepack_b, select_schedule, supported_schedules, unpack_b
 from .nn import quantize_model
 from .quantize import (quantize_fp8, quantize_fp8_blocks, quantize_fp8_groups, quantize_int8, quantize_u4,
-                       quantize_u4b8)
+                       quantize_u4b8, quantize_u8, quantize_u8b128)
 from .scaled import azp_adjust, scaled_mm, scaled_mm_azp
 
 __version__ = "0.1.0"
@@ -27,6 +27,8 @@ __all__ = [
     "quantize_model",
     "quantize_u4",
     "quantize_u4b8",
+    "quantize_u8",
+    "quantize_u8b128",
     "scaled_mm",
     "scaled_mm_azp",
     "select_schedule",

@@ -1,4 +1,4 @@
-"""Converters from the 4-bit checkpoint formats in the wild (GPTQ, AWQ) to quantgemm's codes.
+"""Converters from the checkpoint formats in the wild (GPTQ 4- and 8-bit, AWQ) to quantgemm's codes.
 
 Both formats store, for a linear layer with N outputs and K inputs, 4-bit codes packed eight to an
 int32, per-group zero points packed the same way, and per-group scales [K / group, N]:
@@ -8,12 +8,15 @@ int32, per-group zero points packed the same way, and per-group scales [K / grou
   format's historical convention: a symmetric checkpoint stores 7 for zero point 8); scales
   [K / group, N] fp16; g_idx [K], the group of each input channel, which with act-order (desc_act)
   is not k / group.
+  GPTQ's 8-bit checkpoints pack four codes to an int32 the same way: qweight [K / 4, N], qzeros
+  [K / group, N / 4] (a symmetric checkpoint stores 127 for zero point 128).
 - AWQ (GEMM layout): qweight [K, N / 8] and qzeros [K / group, N / 8], both packed along N in the
   order [0, 2, 4, 6, 1, 3, 5, 7] (bits 4i of a word hold column 8c + order[i]); zero points stored
   as they are; scales [K / group, N] fp16.
 
-A converter returns `Int4Weights`: codes [N, K] uint8 in 0..15, scales, zero points [K / group, N]
-uint8 (None when every zero point is 8, the u4b8 case the kernels take today), the group size, and
+A converter returns `Int4Weights`: codes [N, K] uint8 (0..15, or 0..255 for 8 bits), scales, zero
+points [K / group, N] uint8 (None when every zero point is 8, or 128: the u4b8 and u8b128 cases), the
+group size, the bits, and
 for act-order checkpoints the input-channel order the codes follow. The weight is
 w[n, k] = (codes[n, j] - zeros[j / group, n]) * scales[j / group, n] for the input channel
 k = perm[j] (perm the identity when None).
@@ -38,11 +41,18 @@ class Int4Weights:
     zeros: torch.Tensor | None         # [K / group_size, N] uint8, None: every zero point is 8
     group_size: int
     perm: torch.Tensor | None = None   # [K] int64: column j of codes is input channel perm[j]
+    bits: int = 4                      # 4 (u4b8, u4) or 8 (u8b128, u8)
+
+    @property
+    def weight_type(self) -> str:
+        """The kernels' name of the format: u4b8 / u8b128 (fixed zero point), u4 / u8 (per group)."""
+        return f"u{self.bits}" + ("" if self.zeros is not None else ("b8" if self.bits == 4 else "b128"))
 
     def dequantize(self) -> torch.Tensor:
         """The fp32 weight [N, K] in the checkpoint's input-channel order (no rounding)."""
         n, k = self.codes.shape
-        zeros = 8.0 if self.zeros is None else self.zeros.float().repeat_interleave(self.group_size, dim=0).t()
+        zeros = float(1 << (self.bits - 1)) if self.zeros is None \
+            else self.zeros.float().repeat_interleave(self.group_size, dim=0).t()
         s = self.scales.float().repeat_interleave(self.group_size, dim=0).t()
         w = (self.codes.float() - zeros) * s
         if self.perm is None:
@@ -52,15 +62,17 @@ class Int4Weights:
         return out
 
 
-def unpack_int32(packed: torch.Tensor, dim: int, order: tuple[int, ...] = tuple(range(8))) -> torch.Tensor:
-    """The 4-bit fields of int32 `packed`, eight per word, spread along `dim` (8x longer), uint8.
-    Bits 4i of each word hold position order[i] of its group of eight."""
+def unpack_int32(packed: torch.Tensor, dim: int, order: tuple[int, ...] | None = None, bits: int = 4) -> torch.Tensor:
+    """The `bits`-bit fields of int32 `packed`, 32 / bits per word, spread along `dim` (that many
+    times longer), uint8. Bits bits * i of each word hold position order[i] of its group."""
+    per_word = 32 // bits
+    order = tuple(range(per_word)) if order is None else order
     words = packed.to(torch.int64) & 0xFFFFFFFF
-    shifts = torch.tensor([4 * order.index(j) for j in range(8)], dtype=torch.int64, device=packed.device)
-    fields = (words.unsqueeze(-1) >> shifts) & 0xF  # [..., 8] in position order
+    shifts = torch.tensor([bits * order.index(j) for j in range(per_word)], dtype=torch.int64, device=packed.device)
+    fields = (words.unsqueeze(-1) >> shifts) & ((1 << bits) - 1)  # [..., per_word] in position order
     fields = fields.movedim(-1, dim + 1 if dim >= 0 else dim)
     shape = list(packed.shape)
-    shape[dim] *= 8
+    shape[dim] *= per_word
     return fields.reshape(shape).to(torch.uint8)
 
 
@@ -86,14 +98,18 @@ def _groups_from_g_idx(g_idx: torch.Tensor, k: int, groups: int) -> tuple[int, t
 
 
 def from_gptq(qweight: torch.Tensor, qzeros: torch.Tensor, scales: torch.Tensor,
-              g_idx: torch.Tensor | None = None, group_size: int | None = None) -> Int4Weights:
-    """A 4-bit GPTQ layer (qweight [K/8, N], qzeros [K/g, N/8] stored minus one, scales [K/g, N],
-    optional g_idx [K]) as codes, scales, zero points and, for act-order, the input order."""
+              g_idx: torch.Tensor | None = None, group_size: int | None = None, bits: int = 4) -> Int4Weights:
+    """A 4- or 8-bit GPTQ layer (qweight [K * bits / 32, N], qzeros [K/g, N * bits / 32] stored minus
+    one, scales [K/g, N], optional g_idx [K]) as codes, scales, zero points and, for act-order, the
+    input order."""
+    if bits not in (4, 8):
+        raise ValueError(f"bits must be 4 or 8, got {bits!r}")
+    per_word = 32 // bits
     _checks.tensor("scales", scales, ndim=2)
     groups, n = scales.shape
-    k = qweight.shape[0] * 8 if qweight.dim() == 2 else -1
-    _int32_tensor("qweight", qweight, (k // 8, n))
-    _int32_tensor("qzeros", qzeros, (groups, (n + 7) // 8))
+    k = qweight.shape[0] * per_word if qweight.dim() == 2 else -1
+    _int32_tensor("qweight", qweight, (k // per_word, n))
+    _int32_tensor("qzeros", qzeros, (groups, (n + per_word - 1) // per_word))
     if k % groups:
         raise ValueError(f"K = {k} (from qweight) is not a multiple of the {groups} scale rows")
     if g_idx is not None:
@@ -102,12 +118,13 @@ def from_gptq(qweight: torch.Tensor, qzeros: torch.Tensor, scales: torch.Tensor,
         size, perm = k // groups, None
     if group_size is not None and group_size not in (size, -1):
         raise ValueError(f"group_size {group_size} does not match the checkpoint's {size} (K / scale rows)")
-    codes = unpack_int32(qweight, dim=0).t()                               # [N, K] in checkpoint order
-    zeros = ((unpack_int32(qzeros, dim=1)[:, :n].to(torch.int16) + 1) & 0xF).to(torch.uint8)  # stored minus one
+    codes = unpack_int32(qweight, dim=0, bits=bits).t()                   # [N, K] in checkpoint order
+    mask = (1 << bits) - 1
+    zeros = ((unpack_int32(qzeros, dim=1, bits=bits)[:, :n].to(torch.int16) + 1) & mask).to(torch.uint8)  # stored - 1
     if perm is not None:
         codes = codes[:, perm.to(codes.device)]
-    return Int4Weights(codes.contiguous(), scales, None if bool((zeros == 8).all()) else zeros.contiguous(),
-                       size, perm)
+    fixed = bool((zeros == 1 << (bits - 1)).all())
+    return Int4Weights(codes.contiguous(), scales, None if fixed else zeros.contiguous(), size, perm, bits)
 
 
 def from_awq(qweight: torch.Tensor, qzeros: torch.Tensor, scales: torch.Tensor, group_size: int | None = None
@@ -146,7 +163,7 @@ def shard(w: Int4Weights, tp: int, rank: int, split: str) -> Int4Weights:
             raise ValueError(f"N = {n} does not split {tp} ways into multiples of 8 rows")
         rows = slice(rank * n // tp, (rank + 1) * n // tp)
         return Int4Weights(w.codes[rows].contiguous(), w.scales[:, rows].contiguous(),
-                           None if w.zeros is None else w.zeros[:, rows].contiguous(), w.group_size, w.perm)
+                           None if w.zeros is None else w.zeros[:, rows].contiguous(), w.group_size, w.perm, w.bits)
     if split != "k":
         raise ValueError(f"split must be 'n' (column-parallel) or 'k' (row-parallel), got {split!r}")
     if k % tp:
@@ -154,7 +171,7 @@ def shard(w: Int4Weights, tp: int, rank: int, split: str) -> Int4Weights:
     part, groups = k // tp, w.scales.shape[0]
     if groups == 1:  # per-channel: every rank keeps the scale row, its group is its K
         cols = torch.arange(rank * part, (rank + 1) * part, device=w.codes.device)
-        return Int4Weights(w.codes[:, cols].contiguous(), w.scales, w.zeros, part, None)
+        return Int4Weights(w.codes[:, cols].contiguous(), w.scales, w.zeros, part, None, w.bits)
     perm = torch.arange(k, device=w.codes.device) if w.perm is None else w.perm.to(w.codes.device)
     owner = perm // part  # the rank that holds each column's input channel
     per_group = owner.reshape(groups, w.group_size)
@@ -169,4 +186,4 @@ def shard(w: Int4Weights, tp: int, rank: int, split: str) -> Int4Weights:
     identity = torch.equal(shard_perm, torch.arange(part, device=shard_perm.device))
     return Int4Weights(w.codes[:, cols].contiguous(), w.scales[mine].contiguous(),
                        None if w.zeros is None else w.zeros[mine].contiguous(), w.group_size,
-                       None if identity else shard_perm)
+                       None if identity else shard_perm, w.bits)

@@ -1,9 +1,10 @@
-"""Mixed-input GEMM: 4-bit weights prepacked offline, bf16 or fp16 activations, group scales (and
-zero points) in the K loop.
+"""Mixed-input GEMM: 4- or 8-bit weights prepacked offline, bf16 or fp16 activations, group scales
+(and zero points) in the K loop.
 
     out = a @ ((w_q - zero) * group_scales[k // group_size, n])^T     (fp32 accumulation, out in a's dtype)
 
-    zero = 8 for u4b8 weights (GPTQ symmetric), group_zeros[k // group_size, n] for u4 weights.
+    zero = 8 for u4b8 weights (GPTQ symmetric), 128 for u8b128 ones, group_zeros[k // group_size, n]
+    for u4 and u8 weights.
 """
 
 from __future__ import annotations
@@ -19,7 +20,10 @@ from ._native import compiled_schedules, native
 from .quantize import group_count
 
 FAMILY = "u4b8_bf16"  # the family of the default weight type
-WEIGHT_TYPES = ("u4b8", "u4")  # u4b8: zero point 8; u4: zero points per group and column
+WEIGHT_TYPES = ("u4b8", "u4", "u8b128", "u8")  # u4b8 / u8b128: zero point 8 / 128; u4 / u8: per group
+BITS = {"u4b8": 4, "u4": 4, "u8b128": 8, "u8": 8}
+#: the fixed zero point of a weight type (also the code the padding takes); None: zero points per group
+ZERO_POINTS = {"u4b8": 8, "u4": None, "u8b128": 128, "u8": None}
 DTYPES = {torch.bfloat16: "bf16", torch.float16: "fp16"}  # activations, scales, zero points, output
 BLOCK_N = 128  # prepacked block: 128 weight rows ...
 BLOCK_K = 64   # ... by 64 k
@@ -94,11 +98,12 @@ def check_prepack_args(w_q: torch.Tensor, weight_type: str, perm: torch.Tensor |
 
 
 def prepack_b(w_q: torch.Tensor, weight_type: str = "u4b8", perm: torch.Tensor | None = None) -> PrepackedWeight:
-    """Rewrites [N, K] uint8 codes (0..15, one per byte) into the prepacked layout, on w_q's device.
+    """Rewrites [N, K] uint8 codes (one per byte: 0..15 for u4b8 and u4, 0..255 for u8b128 and u8)
+    into the prepacked layout, on w_q's device.
 
-    N and K must be multiples of 8; the layout pads them to whole 128 x 64 blocks with the zero
-    code (8), once, here: mm never copies the weight. Runs once per weight, offline: it checks the
-    codes' range, which reads them back.
+    N and K must be multiples of 8; the layout pads them to whole 128 x 64 blocks, once, here: mm
+    never copies the weight. Runs once per weight, offline: it checks the codes' range, which reads
+    them back.
 
     perm: for GPTQ act-order (desc_act) weights, the input-channel order of w_q's columns (column j
     is input channel perm[j]; group_size consecutive columns share a scale row), as
@@ -107,22 +112,24 @@ def prepack_b(w_q: torch.Tensor, weight_type: str = "u4b8", perm: torch.Tensor |
     """
     n_pad, k_pad = check_prepack_args(w_q, weight_type, perm)
     n, k = w_q.shape
-    if w_q.numel() and int(w_q.max()) > 15:
-        raise ValueError(f"w_q must hold 4-bit codes (0..15), got a maximum of {int(w_q.max())}")
+    bits = BITS[weight_type]
+    if bits == 4 and w_q.numel() and int(w_q.max()) > 15:
+        raise ValueError(f"w_q must hold 4-bit codes (0..15) for {weight_type}, got a maximum of {int(w_q.max())}")
     if perm is not None:
         perm = perm.to(w_q.device)
         if not torch.equal(torch.sort(perm).values, torch.arange(k, device=perm.device)):
             raise ValueError(f"perm must be a permutation of 0..{k - 1}")
-    codes = torch.nn.functional.pad(w_q, (0, k_pad - k, 0, n_pad - n), value=8) if (n_pad, k_pad) != (n, k) \
-        else w_q.contiguous()
-    packed = torch.empty(n_pad * k_pad // 2, dtype=torch.uint8, device=w_q.device)
+    pad_code = 8 if bits == 4 else 128  # (padding never shows in the output)
+    codes = torch.nn.functional.pad(w_q, (0, k_pad - k, 0, n_pad - n), value=pad_code) \
+        if (n_pad, k_pad) != (n, k) else w_q.contiguous()
+    packed = torch.empty(n_pad * k_pad * bits // 8, dtype=torch.uint8, device=w_q.device)
     if w_q.device.type == "cuda":
         index = w_q.get_device()
         _checks.hopper("prepack_b", index)
-        native().prepack_u4b8(codes.data_ptr(), n_pad, k_pad, packed.data_ptr(), index,
-                              torch._C._cuda_getCurrentRawStream(index))
+        native().prepack(bits, codes.data_ptr(), n_pad, k_pad, packed.data_ptr(), index,
+                         torch._C._cuda_getCurrentRawStream(index))
     else:
-        native().prepack_u4b8_host(codes.data_ptr(), n_pad, k_pad, packed.data_ptr())
+        native().prepack_host(bits, codes.data_ptr(), n_pad, k_pad, packed.data_ptr())
     return PrepackedWeight(packed, n, k, weight_type, perm)
 
 
@@ -131,7 +138,7 @@ def unpack_b(b: PrepackedWeight) -> torch.Tensor:
     data = b.data.cpu().contiguous()
     n_pad, k_pad = _padded(b.n, b.k)
     codes = torch.empty(n_pad, k_pad, dtype=torch.uint8)
-    native().unpack_u4b8_host(data.data_ptr(), n_pad, k_pad, codes.data_ptr())
+    native().unpack_host(BITS[b.weight_type], data.data_ptr(), n_pad, k_pad, codes.data_ptr())
     return codes[:b.n, :b.k].contiguous()
 
 
@@ -280,9 +287,9 @@ def check_mm_args(a: torch.Tensor, b: PrepackedWeight, group_scales: torch.Tenso
         _checks.tensor("out", out, dtype=a.dtype, ndim=2)
         _checks.shape("out", out, (m, n))
     family = _family(b.weight_type, a.dtype)
-    if b.weight_type == "u4":
+    if ZERO_POINTS[b.weight_type] is None:
         if group_zeros is None:
-            raise ValueError("group_zeros must be given for a u4 weight (zero points per group and column)")
+            raise ValueError(f"group_zeros must be given for a {b.weight_type} weight (zero points per group and column)")
         _checks.dense("group_zeros", group_zeros, a.dtype, (groups, n))
     elif group_zeros is not None:
         raise ValueError(f"group_zeros must be None for a {b.weight_type} weight (its zero point is fixed)")
@@ -299,8 +306,8 @@ def mm(a: torch.Tensor, b: PrepackedWeight, group_scales: torch.Tensor, group_si
        out: torch.Tensor | None = None, schedule: str | None = None,
        group_zeros: torch.Tensor | None = None, channel_scales: torch.Tensor | None = None,
        token_scales: torch.Tensor | None = None) -> torch.Tensor:
-    """out[M, N] = a @ ((w_q - zero) * group_scales[k // group_size, n])^T, zero = 8 for u4b8 weights
-    and group_zeros[k // group_size, n] for u4 weights.
+    """out[M, N] = a @ ((w_q - zero) * group_scales[k // group_size, n])^T, zero = 8 for u4b8 weights,
+    128 for u8b128 ones and group_zeros[k // group_size, n] for u4 and u8 weights.
 
     a: [M, K] bf16 or fp16 on a Hopper GPU, unit stride along K, row stride a multiple of 8
     elements; the scales, zero points and output have a's dtype.
@@ -309,8 +316,8 @@ def mm(a: torch.Tensor, b: PrepackedWeight, group_scales: torch.Tensor, group_si
     group_size: a multiple of 64 dividing K, or -1 for one group over K.
     out: optional [M, N] destination in a's dtype (same stride rules as a); allocated by torch otherwise.
     schedule: a name from supported_schedules(b.weight_type) to override the heuristic.
-    group_zeros: for u4 weights (and only for them), the zero points [K / group_size, N] as integers
-    0..15 in a's dtype, contiguous. The kernel computes (q - zero) exactly in bf16, then multiplies
+    group_zeros: for u4 and u8 weights (and only for them), the zero points [K / group_size, N] as
+    integers (0..15, 0..255) in a's dtype, contiguous. The kernel computes (q - zero) exactly in bf16, then multiplies
     by the scale (rounded once).
     channel_scales, token_scales: optional fp32 [N] and [M], contiguous: the fp32 sum is multiplied
     by channel_scales[n] * token_scales[m] before its one rounding to a's dtype.

@@ -7,18 +7,22 @@ from __future__ import annotations
 import torch
 
 from . import block_scaled, checkpoint, ops, scaled
-from .mixed_input import PrepackedWeight, _padded, mm, prepack_b, unpack_b
+from .mixed_input import BITS, WEIGHT_TYPES, ZERO_POINTS, PrepackedWeight, _padded, mm, prepack_b, unpack_b
 from .quantize import (group_count, quantize_fp8, quantize_fp8_blocks, quantize_fp8_groups, quantize_int8,
-                       quantize_u4, quantize_u4b8)
+                       quantize_u4, quantize_u4b8, quantize_u8, quantize_u8b128)
+
+#: round-to-nearest quantizer of each weight type (those with zero points per group return them too)
+_QUANTIZERS = {"u4b8": quantize_u4b8, "u4": quantize_u4, "u8b128": quantize_u8b128, "u8": quantize_u8}
 
 
 class QuantLinear(torch.nn.Module):
     """y = x @ W^T + bias, W = (codes - zero) * scales[k / group_size, n]: zero = 8 for u4b8 weights
-    (GPTQ's symmetric format), zeros[k / group_size, n] for u4 weights (AWQ, GPTQ without sym).
+    (GPTQ's symmetric format), 128 for u8b128 (its 8-bit one), zeros[k / group_size, n] for u4 and
+    u8 weights (AWQ, GPTQ without sym).
 
     The weight lives in buffers, so module.to(device) moves it: `qweight` (the prepacked codes),
-    `scales` [K / group_size, N] in the activation dtype (bf16 or fp16), `zeros` (u4 only, the same
-    shape, integer zero points in that dtype), and `bias` [N] or None. On a Hopper GPU the forward is
+    `scales` [K / group_size, N] in the activation dtype (bf16 or fp16), `zeros` (u4 and u8 only, the
+    same shape, integer zero points in that dtype), and `bias` [N] or None. On a Hopper GPU the forward is
     quantgemm.mm; elsewhere it is the pure-torch reference. Build it with from_linear()
     (round-to-nearest quantization), from_gptq() or from_awq().
     """
@@ -30,45 +34,42 @@ class QuantLinear(torch.nn.Module):
         if dtype not in (torch.bfloat16, torch.float16):
             raise ValueError(f"dtype must be torch.bfloat16 or torch.float16 (the activations the kernels take), "
                              f"got {dtype}")
-        if weight_type not in ("u4b8", "u4"):
-            raise ValueError(f"weight_type must be 'u4b8' or 'u4', got {weight_type!r}")
+        if weight_type not in WEIGHT_TYPES:
+            raise ValueError(f"weight_type must be one of {WEIGHT_TYPES}, got {weight_type!r}")
         self.in_features, self.out_features = in_features, out_features
         self.group_size, self.weight_type = group_size, weight_type
         groups = group_count(in_features, group_size)
         n_pad, k_pad = _padded(out_features, in_features)
-        self.register_buffer("qweight", torch.zeros(n_pad * k_pad // 2, dtype=torch.uint8, device=device))
+        self.register_buffer("qweight", torch.zeros(n_pad * k_pad * BITS[weight_type] // 8, dtype=torch.uint8,
+                                                    device=device))
         self.register_buffer("scales", torch.ones(groups, out_features, dtype=dtype, device=device))
-        self.register_buffer("zeros", torch.full((groups, out_features), 8, dtype=dtype, device=device)
-                             if weight_type == "u4" else None)
+        self.register_buffer("zeros", torch.full((groups, out_features), 1 << (BITS[weight_type] - 1), dtype=dtype,
+                                                 device=device) if ZERO_POINTS[weight_type] is None else None)
         self.register_buffer("bias", torch.zeros(out_features, dtype=dtype, device=device) if bias else None)
         # act-order (GPTQ desc_act): [K] int64, the input channel of each weight column
         self.register_buffer("perm", torch.arange(in_features, device=device) if act_order else None)
 
     @classmethod
     def from_linear(cls, linear: torch.nn.Linear, group_size: int = 128, weight_type: str = "u4b8") -> "QuantLinear":
-        """Quantizes linear.weight (round to nearest, per-group scales; u4 adds per-group zero points)
-        on its device."""
+        """Quantizes linear.weight (round to nearest, per-group scales; u4 and u8 add per-group zero
+        points) on its device."""
         w = linear.weight.detach()
         dtype = w.dtype if w.dtype in (torch.bfloat16, torch.float16) else torch.bfloat16
         layer = cls(linear.in_features, linear.out_features, group_size, linear.bias is not None, w.device,
                     dtype, weight_type)
         bias = None if linear.bias is None else linear.bias.detach()
-        if weight_type == "u4":
-            w_q, scales, zeros = quantize_u4(w.to(dtype), group_size)
-            layer._load(w_q, scales, bias, zeros)
-        else:
-            w_q, scales = quantize_u4b8(w.to(dtype), group_size)
-            layer._load(w_q, scales, bias)
+        w_q, scales, *zeros = _QUANTIZERS[weight_type](w.to(dtype), group_size)
+        layer._load(w_q, scales, bias, *zeros)
         return layer
 
     @classmethod
     def from_int4(cls, w: checkpoint.Int4Weights, bias: torch.Tensor | None = None,
                   dtype: torch.dtype = torch.bfloat16) -> "QuantLinear":
-        """A layer from converted checkpoint weights (u4b8 when every zero point is 8, else u4) for
-        activations of `dtype`."""
+        """A layer from converted checkpoint weights (u4b8 / u8b128 when every zero point is 8 / 128,
+        else u4 / u8) for activations of `dtype`."""
         n, k = w.codes.shape
-        layer = cls(k, n, w.group_size, bias is not None, w.codes.device, dtype,
-                    weight_type="u4b8" if w.zeros is None else "u4", act_order=w.perm is not None)
+        layer = cls(k, n, w.group_size, bias is not None, w.codes.device, dtype, weight_type=w.weight_type,
+                    act_order=w.perm is not None)
         layer._load(w.codes, w.scales, bias, w.zeros)
         if w.perm is not None:
             layer.perm.copy_(w.perm)
@@ -77,11 +78,11 @@ class QuantLinear(torch.nn.Module):
     @classmethod
     def from_gptq(cls, qweight: torch.Tensor, qzeros: torch.Tensor, scales: torch.Tensor,
                   g_idx: torch.Tensor | None = None, bias: torch.Tensor | None = None,
-                  dtype: torch.dtype = torch.bfloat16) -> "QuantLinear":
-        """A 4-bit GPTQ layer (docs/checkpoints.md), symmetric or not; with act-order (a g_idx that is
-        not k / group_size) the layer keeps the input-channel order and gathers the activation's
-        columns in it on every call."""
-        return cls.from_int4(checkpoint.from_gptq(qweight, qzeros, scales, g_idx), bias, dtype)
+                  dtype: torch.dtype = torch.bfloat16, bits: int = 4) -> "QuantLinear":
+        """A 4- or 8-bit GPTQ layer (docs/checkpoints.md), symmetric or not; with act-order (a g_idx
+        that is not k / group_size) the layer keeps the input-channel order and gathers the
+        activation's columns in it on every call."""
+        return cls.from_int4(checkpoint.from_gptq(qweight, qzeros, scales, g_idx, bits=bits), bias, dtype)
 
     @classmethod
     def from_awq(cls, qweight: torch.Tensor, qzeros: torch.Tensor, scales: torch.Tensor,
@@ -256,20 +257,18 @@ SCHEMES = {
     "fp8": torch.float8_e4m3fn,  # W8A8 FP8: per-channel weight scales, per-token dynamic activations
     "int8": torch.int8,          # W8A8 INT8, the same scaling
     "fp8-block": BlockScaledLinear,  # FP8, 128 x 128 weight blocks, 1 x 128 dynamic activation groups
+    "w8a16": "u8b128",   # 8-bit symmetric weights (GPTQ's 8-bit format), group scales, 16-bit activations
 }
-_PLANNED = {"w8a16": "8-bit weight mixed-input kernels"}
 
 
 def quantize_model(model: torch.nn.Module, scheme: str = "w4a16", group_size: int = 128,
                    skip=lambda name, linear: False) -> int:
     """Replaces, in place, every nn.Linear of `model` that `skip(name, linear)` does not exclude by a
-    QuantLinear (w4a16, w4a16-zp: where N and K are multiples of 8 and group_size divides K), a
+    QuantLinear (w4a16, w4a16-zp, w8a16: where N and K are multiples of 8 and group_size divides K), a
     ScaledLinear (fp8, int8: every shape) or a BlockScaledLinear (fp8-block: every shape) quantized
     with `scheme` by round to nearest. Returns how many layers it replaced."""
-    if scheme in _PLANNED:
-        raise NotImplementedError(f"scheme {scheme!r} needs {_PLANNED[scheme]}, which quantgemm does not have yet")
     if scheme not in SCHEMES:
-        raise ValueError(f"scheme must be one of {sorted(SCHEMES) + sorted(_PLANNED)}, got {scheme!r}")
+        raise ValueError(f"scheme must be one of {sorted(SCHEMES)}, got {scheme!r}")
     from .models import unsupported_reason
 
     replaced = 0

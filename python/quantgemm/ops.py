@@ -34,8 +34,8 @@ def mm(a: torch.Tensor, b_data: torch.Tensor, n: int, k: int, weight_type: str, 
                               channel_scales=channel_scales, token_scales=token_scales)
     mixed_input.check_mm_args(a, b, group_scales, group_size, None, schedule, group_zeros, channel_scales, token_scales)
     codes = mixed_input.unpack_b(b)
-    return reference.mm_4bit(a, codes, group_scales, group_size, group_zeros, channel_scales,
-                             token_scales).to(a.dtype)
+    return reference.mm_quantized(a, codes, group_scales, group_size, group_zeros, channel_scales, token_scales,
+                             zero_point=mixed_input.ZERO_POINTS[weight_type] or 0).to(a.dtype)
 
 
 @mm.register_fake
@@ -55,7 +55,7 @@ def prepack_b(w_q: torch.Tensor, weight_type: str = "u4b8") -> torch.Tensor:
 @prepack_b.register_fake
 def _(w_q, weight_type="u4b8"):
     n_pad, k_pad = mixed_input.check_prepack_args(w_q, weight_type)
-    return w_q.new_empty((n_pad * k_pad // 2,))
+    return w_q.new_empty((n_pad * k_pad * mixed_input.BITS[weight_type] // 8,))
 
 
 @torch.library.custom_op("quantgemm::scaled_mm", mutates_args=())

@@ -28,6 +28,36 @@ def _grouped(w: torch.Tensor, group_size: int, scale_dtype: torch.dtype | None):
     return w.float().reshape(n, groups, k // groups), scale_dtype
 
 
+def _symmetric(w: torch.Tensor, group_size: int, scale_dtype: torch.dtype | None, bits: int):
+    """Symmetric round to nearest with zero point 2^(bits - 1): (codes [N, K] uint8, scales [groups, N])."""
+    wf, scale_dtype = _grouped(w, group_size, scale_dtype)
+    n, k = w.shape
+    zero = 1 << (bits - 1)
+    half_range = zero - 0.5  # 7.5 for 4 bits, 127.5 for 8
+    amax = wf.abs().amax(dim=-1)
+    scales = torch.where(amax > 0, amax / half_range, torch.ones_like(amax)).to(scale_dtype)
+    # a scale rounded below amax / half_range would clip the group's largest value: take the next one up
+    low = scales.float() * half_range < amax
+    scales[low] = (scales[low].view(torch.int16) + 1).view(scale_dtype)
+    q = torch.round(wf / scales.float().unsqueeze(-1)) + zero
+    w_q = q.clamp_(0, 2 * zero - 1).to(torch.uint8).reshape(n, k)
+    return w_q, scales.t().contiguous()
+
+
+def _asymmetric(w: torch.Tensor, group_size: int, scale_dtype: torch.dtype | None, bits: int):
+    """Asymmetric round to nearest, a zero point per group and column: (codes, scales, zeros)."""
+    wf, scale_dtype = _grouped(w, group_size, scale_dtype)
+    n, k = w.shape
+    top = (1 << bits) - 1
+    lo = wf.amin(dim=-1).clamp(max=0)
+    hi = wf.amax(dim=-1).clamp(min=0)
+    scales = torch.where(hi > lo, (hi - lo) / top, torch.ones_like(hi)).to(scale_dtype)
+    zeros = torch.round(-lo / scales.float()).clamp_(0, top)
+    q = torch.round(wf / scales.float().unsqueeze(-1)) + zeros.unsqueeze(-1)
+    w_q = q.clamp_(0, top).to(torch.uint8).reshape(n, k)
+    return w_q, scales.t().contiguous(), zeros.to(scale_dtype).t().contiguous()
+
+
 def quantize_u4b8(w: torch.Tensor, group_size: int = 128, scale_dtype: torch.dtype | None = None):
     """Symmetric round-to-nearest 4-bit quantization, GPTQ's convention (zero point 8).
 
@@ -37,16 +67,7 @@ def quantize_u4b8(w: torch.Tensor, group_size: int = 128, scale_dtype: torch.dty
     scale_dtype (upwards where rounding down would clip) before the codes are chosen, so the codes
     are the nearest under the stored scale: every error is at most half a scale step.
     """
-    wf, scale_dtype = _grouped(w, group_size, scale_dtype)
-    n, k = w.shape
-    amax = wf.abs().amax(dim=-1)
-    scales = torch.where(amax > 0, amax / 7.5, torch.ones_like(amax)).to(scale_dtype)
-    # a scale rounded below amax / 7.5 would clip the group's largest value: take the next one up
-    low = scales.float() * 7.5 < amax
-    scales[low] = (scales[low].view(torch.int16) + 1).view(scale_dtype)
-    q = torch.round(wf / scales.float().unsqueeze(-1)) + 8
-    w_q = q.clamp_(0, 15).to(torch.uint8).reshape(n, k)
-    return w_q, scales.t().contiguous()
+    return _symmetric(w, group_size, scale_dtype, 4)
 
 
 def quantize_u4(w: torch.Tensor, group_size: int = 128, scale_dtype: torch.dtype | None = None):
@@ -58,15 +79,19 @@ def quantize_u4(w: torch.Tensor, group_size: int = 128, scale_dtype: torch.dtype
     bfloat16), the zeros integers 0..15, such that w ~ (w_q - zeros) * scales. Each scale is
     (max - min) / 15 of its group, rounded to scale_dtype; the zero point is round(-min / scale).
     """
-    wf, scale_dtype = _grouped(w, group_size, scale_dtype)
-    n, k = w.shape
-    lo = wf.amin(dim=-1).clamp(max=0)
-    hi = wf.amax(dim=-1).clamp(min=0)
-    scales = torch.where(hi > lo, (hi - lo) / 15, torch.ones_like(hi)).to(scale_dtype)
-    zeros = torch.round(-lo / scales.float()).clamp_(0, 15)
-    q = torch.round(wf / scales.float().unsqueeze(-1)) + zeros.unsqueeze(-1)
-    w_q = q.clamp_(0, 15).to(torch.uint8).reshape(n, k)
-    return w_q, scales.t().contiguous(), zeros.to(scale_dtype).t().contiguous()
+    return _asymmetric(w, group_size, scale_dtype, 4)
+
+
+def quantize_u8b128(w: torch.Tensor, group_size: int = 128, scale_dtype: torch.dtype | None = None):
+    """Symmetric round-to-nearest 8-bit quantization, GPTQ's 8-bit convention (zero point 128): as
+    quantize_u4b8 with codes 0..255, w ~ (w_q - 128) * scales, each scale amax / 127.5."""
+    return _symmetric(w, group_size, scale_dtype, 8)
+
+
+def quantize_u8(w: torch.Tensor, group_size: int = 128, scale_dtype: torch.dtype | None = None):
+    """Asymmetric round-to-nearest 8-bit quantization with a zero point per group and column: as
+    quantize_u4 with codes and zero points 0..255, each scale (max - min) / 255."""
+    return _asymmetric(w, group_size, scale_dtype, 8)
 
 
 FP8_MAX = 448.0  # the largest finite float8_e4m3fn

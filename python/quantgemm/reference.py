@@ -12,13 +12,14 @@ import torch
 from .quantize import group_count
 
 
-def _dequantize(w_q: torch.Tensor, scales: torch.Tensor, zeros: torch.Tensor | None, group_size: int) -> torch.Tensor:
-    """(w_q - zero) * scales[k // group_size, n], zero = 8 or zeros[k // group_size, n]; the difference
-    exact, the product rounded once to scales.dtype; fp32 [N, K]."""
+def _dequantize(w_q: torch.Tensor, scales: torch.Tensor, zeros: torch.Tensor | None, group_size: int,
+                zero_point: int = 8) -> torch.Tensor:
+    """(w_q - zero) * scales[k // group_size, n], zero = zero_point or zeros[k // group_size, n]; the
+    difference exact, the product rounded once to scales.dtype; fp32 [N, K]."""
     n, k = w_q.shape
     per_group = k // group_count(k, group_size)
     s = scales.float().repeat_interleave(per_group, dim=0).t()  # [N, K]
-    z = 8.0 if zeros is None else zeros.float().repeat_interleave(per_group, dim=0).t()
+    z = float(zero_point) if zeros is None else zeros.float().repeat_interleave(per_group, dim=0).t()
     return ((w_q.float() - z) * s).to(scales.dtype).float()
 
 
@@ -33,13 +34,14 @@ def dequantize_u4(w_q: torch.Tensor, scales: torch.Tensor, zeros: torch.Tensor, 
     return _dequantize(w_q, scales, zeros, group_size)
 
 
-def mm_4bit(a: torch.Tensor, w_q: torch.Tensor, scales: torch.Tensor, group_size: int,
+def mm_quantized(a: torch.Tensor, w_q: torch.Tensor, scales: torch.Tensor, group_size: int,
             zeros: torch.Tensor | None = None, channel_scales: torch.Tensor | None = None,
-            token_scales: torch.Tensor | None = None) -> torch.Tensor:
-    """fp32 [M, N] = a @ W^T for a u4b8 weight (zeros None) or a u4 weight (its zeros), times the
-    optional fp32 channel_scales[n] * token_scales[m] (in that order, as the kernel's epilogue)."""
+            token_scales: torch.Tensor | None = None, zero_point: int = 8) -> torch.Tensor:
+    """fp32 [M, N] = a @ W^T for a weight with a fixed zero point (zeros None: u4b8, zero_point 8;
+    u8b128, zero_point 128) or zero points per group (u4, u8: their zeros), times the optional fp32
+    channel_scales[n] * token_scales[m] (in that order, as the kernel's epilogue)."""
     zeros = None if zeros is None else zeros.to(a.device)
-    w = _dequantize(w_q.to(a.device), scales.to(a.device), zeros, group_size)
+    w = _dequantize(w_q.to(a.device), scales.to(a.device), zeros, group_size, zero_point)
     out = a.float() @ w.t()
     if channel_scales is None and token_scales is None:
         return out
@@ -50,12 +52,12 @@ def mm_4bit(a: torch.Tensor, w_q: torch.Tensor, scales: torch.Tensor, group_size
 
 def mm_u4(a: torch.Tensor, w_q: torch.Tensor, scales: torch.Tensor, zeros: torch.Tensor, group_size: int) -> torch.Tensor:
     """fp32 [M, N] = a @ dequantize_u4(w_q, scales, zeros)^T."""
-    return mm_4bit(a, w_q, scales, group_size, zeros)
+    return mm_quantized(a, w_q, scales, group_size, zeros)
 
 
 def mm_u4b8(a: torch.Tensor, w_q: torch.Tensor, scales: torch.Tensor, group_size: int) -> torch.Tensor:
     """fp32 [M, N] = a @ dequantize_u4b8(w_q, scales)^T."""
-    return mm_4bit(a, w_q, scales, group_size)
+    return mm_quantized(a, w_q, scales, group_size)
 
 
 def scaled_mm(a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor, scale_b: torch.Tensor,

@@ -23,6 +23,7 @@
 
 #include "quantgemm/layout/prepacked_b.hpp"
 #include "quantgemm/numeric/u4.hpp"
+#include "quantgemm/numeric/u8.hpp"
 
 namespace quantgemm {
 
@@ -44,7 +45,7 @@ struct Sm90MmaBulkTmaGmmaRsMixedInput {
   using ElementA = ElementA_;  // activations, scales, zero points and output
   static_assert(cute::is_same_v<ElementA, cutlass::bfloat16_t> || cute::is_same_v<ElementA, cutlass::half_t>,
                 "quantgemm: activations must be bf16 or fp16");
-  static_assert(Weight::kBits == 4, "quantgemm: the mixed-input mainloop converts 4-bit codes");
+  static_assert(Weight::kBits == 4 || Weight::kBits == 8, "quantgemm: the mixed-input mainloop converts 4- or 8-bit codes");
 
   using BLayout = PrepackedBLayout<Weight>;
   static constexpr int TileN = TileN_;            // weight rows: the wgmma M
@@ -201,6 +202,9 @@ struct Sm90MmaBulkTmaGmmaRsMixedInput {
   // sets (summed at the end, in a fixed order): a chain of short wgmmas on one accumulator would
   // run at the wgmma's latency rather than its throughput.
   static constexpr int kABuffers = 2;
+  // a thread's 128-bit loads of each block, and the converter of its codes
+  static constexpr int kLoads = BLayout::kThreadBytes / 16;
+  using Convert = cute::conditional_t<Weight::kBits == 4, Convert4Bit<ElementA>, Convert8Bit<ElementA>>;
   static constexpr int kAccumulatorsPerKBlock =
       (TileM * kBlocksN) <= 16 ? 8 : ((TileM * kBlocksN) <= 32 ? 4 : ((TileM * kBlocksN) <= 64 ? 2 : 1));
   // (128-deep stages hold twice the A registers: a quarter of the sets)
@@ -234,17 +238,19 @@ struct Sm90MmaBulkTmaGmmaRsMixedInput {
       constexpr int P = decltype(buffer)::value;
       int const i = pipe.index;
       cutlass::arch::ClusterTransactionBarrier::wait(&s.full[i], pipe.phase);
-      uint4 packed[kKBlocks][kBlocksN];
-      using Convert = Convert4Bit<ElementA>;
+      uint4 packed[kKBlocks][kBlocksN][kLoads];
       typename Convert::Pair scale[kKBlocks][kBlocksN][4];
-      typename Convert::Pair offset[kKBlocks][kBlocksN][4];  // -(magic + zero point)
+      typename Convert::Offset offset[kKBlocks][kBlocksN][4];  // -(magic + zero point)
       CUTE_UNROLL
       for (int kb = 0; kb < kKBlocks; ++kb) {
         int const slot = i * kKBlocks + kb;
         CUTE_UNROLL
         for (int blk = 0; blk < kBlocksN; ++blk) {
-          packed[kb][blk] = *reinterpret_cast<uint4 const*>(
-              s.b.data() + (slot * kBlocksN + blk) * BLayout::kBlockBytes + ct * 16);
+          CUTE_UNROLL
+          for (int l = 0; l < kLoads; ++l) {
+            packed[kb][blk][l] = *reinterpret_cast<uint4 const*>(
+                s.b.data() + (slot * kBlocksN + blk) * BLayout::kBlockBytes + ct * BLayout::kThreadBytes + 16 * l);
+          }
           uint32_t const lo = scales[slot * TileN + blk * BLayout::kBlockN + row];
           uint32_t const hi = scales[slot * TileN + blk * BLayout::kBlockN + row + 8];
           // registers {a0a1, a2a3, a4a5, a6a7} hold rows {g, g+8, g, g+8}
@@ -258,7 +264,7 @@ struct Sm90MmaBulkTmaGmmaRsMixedInput {
           } else {
             CUTE_UNROLL
             for (int r = 0; r < 4; ++r) {
-              offset[kb][blk][r] = Convert::u4b8_offset();
+              offset[kb][blk][r] = Convert::fixed_offset();
             }
           }
         }
@@ -273,13 +279,24 @@ struct Sm90MmaBulkTmaGmmaRsMixedInput {
       for (int kb = 0; kb < kKBlocks; ++kb) {
         CUTE_UNROLL
         for (int blk = 0; blk < kBlocksN; ++blk) {
-          uint4 const w = packed[kb][blk];
-          uint32_t const words[4] = {w.x, w.y, w.z, w.w};
+          uint32_t words[4 * kLoads];
+          CUTE_UNROLL
+          for (int l = 0; l < kLoads; ++l) {
+            uint4 const w = packed[kb][blk][l];
+            words[4 * l] = w.x;
+            words[4 * l + 1] = w.y;
+            words[4 * l + 2] = w.z;
+            words[4 * l + 3] = w.w;
+          }
           CUTE_UNROLL
           for (int j = 0; j < BLayout::kKSteps; ++j) {
             Tensor a = recast<uint32_t>(tCrA[P](_, blk, kb * BLayout::kKSteps + j));
             uint32_t converted[4];
-            Convert::convert(words[j], offset[kb][blk], scale[kb][blk], converted);
+            if constexpr (Weight::kBits == 4) {
+              Convert::convert(words[j], offset[kb][blk], scale[kb][blk], converted);
+            } else {
+              Convert::convert(words[2 * j], words[2 * j + 1], offset[kb][blk], scale[kb][blk], converted);
+            }
             CUTE_UNROLL
             for (int r = 0; r < 4; ++r) {
               a(r) = converted[r];

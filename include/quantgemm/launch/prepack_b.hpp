@@ -1,9 +1,10 @@
 /*! \file
-    \brief Prepacking of 4-bit weight codes into the layout of layout/prepacked_b.hpp: on the GPU,
-           and on the host (the reference, and its inverse for round trips).
+    \brief Prepacking of 4- and 8-bit weight codes into the layout of layout/prepacked_b.hpp: on the
+           GPU, and on the host (the reference, and its inverse for round trips).
 
-    codes: [N, K] uint8, row-major, one code (0..15) per byte; packed: N * K / 2 bytes.
-    N % 128 == 0 and K % 64 == 0: a weight off the blocks is padded with the zero code (8) first
+    codes: [N, K] uint8, row-major, one code per byte (0..15 for the 4-bit layout of u4b8 and u4,
+    0..255 for the 8-bit one of u8b128 and u8); packed: N * K / 2 bytes (4-bit), N * K bytes (8-bit).
+    N % 128 == 0 and K % 64 == 0: a weight off the blocks is padded with the zero code first
     (quantgemm.prepack_b does it).
 */
 #pragma once
@@ -22,5 +23,10 @@ void prepack_b_u4b8_host(uint8_t const* codes, int N, int K, uint8_t* packed);
 
 /// Inverse of prepack_b_u4b8_host.
 void unpack_b_u4b8_host(uint8_t const* packed, int N, int K, uint8_t* codes);
+
+/// The same for 8-bit codes (u8b128 and u8 share the layout).
+cudaError_t prepack_b_u8(uint8_t const* codes, int N, int K, uint8_t* packed, cudaStream_t stream);
+void prepack_b_u8_host(uint8_t const* codes, int N, int K, uint8_t* packed);
+void unpack_b_u8_host(uint8_t const* packed, int N, int K, uint8_t* codes);
 
 }  // namespace quantgemm

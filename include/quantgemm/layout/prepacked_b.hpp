@@ -1,18 +1,20 @@
 /*! \file
     \brief The prepacked-B layout of the mixed-input family, defined once.
 
-    A weight W[N, K] of 4-bit codes is cut into 128(N) x 64(K) blocks, stored block row by block
-    row: block (nb, kb) starts at code ((nb * K/64) + kb) * 8192. Inside a block the codes follow
-    the thread-value order of the register-sourced A operand of the wgmma tiled MMA that the
+    A weight W[N, K] of 4- or 8-bit codes is cut into 128(N) x 64(K) blocks, stored block row by
+    block row: block (nb, kb) starts at code ((nb * K/64) + kb) * 8192. Inside a block the codes
+    follow the thread-value order of the register-sourced A operand of the wgmma tiled MMA that the
     mainloop runs (two warpgroups stacked along N, 64 rows each, k16 steps):
 
       code e of a block = ((t * 4 + j) * 8 + p)     t: consumer thread 0..255, j: k16 step 0..3,
-                                                    p: nibble of the thread's 32-bit word j
+                                                    p: position among the step's eight codes
 
-    so consumer thread t fetches its whole slice of a block (4 words, one per k16 step) with one
-    128-bit shared-memory load, and nibble p holds the thread's value nibble_value(p) of that step
-    (numeric/u4.hpp), the order the LOP3 converter wants. The GPU prepack kernel, the host reference and
-    the mainloop all use this struct.
+    so consumer thread t fetches its whole slice of a block (one 128-bit shared-memory load of
+    4-bit codes, two of 8-bit ones) at once. For 4-bit codes position p is nibble p of the thread's
+    32-bit word j and holds its value nibble_value(p) (numeric/u4.hpp), the order the LOP3
+    converter wants; for 8-bit codes position p is byte p % 4 of word 2j + p / 4 and holds value p,
+    the order the PRMT converters want (numeric/u8.hpp). The GPU prepack kernel, the host
+    reference and the mainloop all use these structs.
 */
 #pragma once
 
@@ -22,6 +24,7 @@
 #include "cute/layout.hpp"
 
 #include "quantgemm/numeric/u4.hpp"
+#include "quantgemm/numeric/u8.hpp"
 
 namespace quantgemm {
 
@@ -30,27 +33,37 @@ struct PrepackedBLayout {
   static_assert(sizeof(Weight) == 0, "quantgemm: no prepacked layout for this weight type");
 };
 
-template <>
-struct PrepackedBLayout<u4b8> {
+/// The layout of Bits-bit codes (4 or 8).
+template <int Bits>
+struct PrepackedBLayoutOfBits {
+  static_assert(Bits == 4 || Bits == 8, "quantgemm: 4- or 8-bit codes");
   /// (thread 0..127, value 0..7) -> m + 64 * k inside the 64x16 A tile of one 16-bit wgmma.
   using AtomALayout = cute::SM90::GMMA::ALayout_64x16;
 
+  static constexpr int kBits = Bits;
   static constexpr int kBlockN = 128;
   static constexpr int kBlockK = 64;
   static constexpr int kThreads = 256;        // two consumer warpgroups
   static constexpr int kKSteps = kBlockK / 16;
   static constexpr int kBlockCodes = kBlockN * kBlockK;
-  static constexpr int kBlockBytes = kBlockCodes / 2;
-  static constexpr int kThreadBytes = kBlockBytes / kThreads;  // 16: one 128-bit load
-  static_assert(kThreadBytes == 16, "a thread's slice of a block must be one 128-bit load");
+  static constexpr int kBlockBytes = kBlockCodes * kBits / 8;
+  static constexpr int kThreadBytes = kBlockBytes / kThreads;  // 16 or 32: one or two 128-bit loads
+  static constexpr int kCodesPerWord = 32 / kBits;
+  static constexpr uint32_t kCodeMask = (1u << kBits) - 1;
+  static_assert(kThreadBytes % 16 == 0, "a thread's slice of a block must be whole 128-bit loads");
+
+  /// Position p (0..7) of a k16 step's eight codes holds the thread's value slot_value(p): the
+  /// nibble interleave of numeric/u4.hpp for 4-bit codes, value order for 8-bit ones.
+  CUTE_HOST_DEVICE static constexpr int slot_value(int p) { return kBits == 4 ? nibble_value(p) : p; }
+  CUTE_HOST_DEVICE static constexpr int value_slot(int v) { return kBits == 4 ? value_nibble(v) : v; }
 
   /// Code e of a block -> (n, k) inside the block.
   CUTE_HOST_DEVICE static void block_coord(int e, int& n, int& k) {
     int const p = e % 8;
-    int const word = e / 8;
-    int const j = word % kKSteps;
-    int const t = word / kKSteps;
-    int const mk = AtomALayout{}(t % 128, nibble_value(p));
+    int const step = e / 8;
+    int const j = step % kKSteps;
+    int const t = step / kKSteps;
+    int const mk = AtomALayout{}(t % 128, slot_value(p));
     n = 64 * (t / 128) + mk % 64;
     k = 16 * j + mk / 64;
   }
@@ -61,7 +74,7 @@ struct PrepackedBLayout<u4b8> {
     int const tv = inverse((n % 64) + 64 * (k % 16));
     int const t = (n / 64) * 128 + tv % 128;
     int const v = tv / 128;
-    return (t * kKSteps + k / 16) * 8 + value_nibble(v);
+    return (t * kKSteps + k / 16) * 8 + value_slot(v);
   }
 
   /// Code index of W[n, k] in a prepacked [N, K] weight (N % 128 == 0, K % 64 == 0).
@@ -70,18 +83,19 @@ struct PrepackedBLayout<u4b8> {
     return block * kBlockCodes + block_code(n % kBlockN, k % kBlockK);
   }
 
-  /// 32-bit word w of the prepacked form of codes ([N, K] row-major, one code per byte).
+  /// 32-bit word w of the prepacked form of codes ([N, K] row-major, one code per byte): code p of
+  /// the word in its bits [p * kBits, (p + 1) * kBits).
   CUTE_HOST_DEVICE static uint32_t gather_word(uint8_t const* codes, int K, int64_t w) {
-    int64_t const block = (w * 8) / kBlockCodes;
-    int const in_block = int((w * 8) % kBlockCodes);
+    int64_t const block = (w * kCodesPerWord) / kBlockCodes;
+    int const in_block = int((w * kCodesPerWord) % kBlockCodes);
     int const nb = int(block / (K / kBlockK));
     int const kb = int(block % (K / kBlockK));
     uint32_t word = 0;
-    for (int p = 0; p < 8; ++p) {
+    for (int p = 0; p < kCodesPerWord; ++p) {
       int n, k;
       block_coord(in_block + p, n, k);
-      uint32_t const code = codes[int64_t(nb * kBlockN + n) * K + kb * kBlockK + k] & 0xfu;
-      word |= code << (4 * p);
+      uint32_t const code = codes[int64_t(nb * kBlockN + n) * K + kb * kBlockK + k] & kCodeMask;
+      word |= code << (kBits * p);
     }
     return word;
   }
@@ -92,8 +106,17 @@ struct PrepackedBLayout<u4b8> {
   }
 };
 
+template <>
+struct PrepackedBLayout<u4b8> : PrepackedBLayoutOfBits<4> {};
+
 /// u4 codes (zero points per group) use the same layout: only the offset the converter subtracts differs.
 template <>
-struct PrepackedBLayout<u4> : PrepackedBLayout<u4b8> {};
+struct PrepackedBLayout<u4> : PrepackedBLayoutOfBits<4> {};
+
+template <>
+struct PrepackedBLayout<u8b128> : PrepackedBLayoutOfBits<8> {};
+
+template <>
+struct PrepackedBLayout<u8> : PrepackedBLayoutOfBits<8> {};
 
 }  // namespace quantgemm

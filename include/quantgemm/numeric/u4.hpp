@@ -90,6 +90,7 @@ template <class Element>
 struct Convert4Bit {
   using B = Bits16<Element>;
   using Pair = typename B::Pair;
+  using Offset = Pair;  ///< {-(M + zero), -(M + zero)}
   static constexpr uint32_t kMask = 0x000f000fu;
 
   template <class T>
@@ -115,7 +116,7 @@ struct Convert4Bit {
   }
 
   /// The constant offset of u4b8: -(M + 8).
-  CUTE_DEVICE static Pair u4b8_offset() { return bits_as<Pair>(B::kU4b8Offset); }
+  CUTE_DEVICE static Pair fixed_offset() { return bits_as<Pair>(B::kU4b8Offset); }
 
   /// {s, s} for a scale given as a bit pattern of Element (low half).
   CUTE_DEVICE static Pair splat(uint32_t bits) { return bits_as<Pair>(bits | (bits << 16)); }
