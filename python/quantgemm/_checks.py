@@ -22,6 +22,19 @@ def shape(name: str, x: torch.Tensor, expected: tuple[int, ...]) -> None:
         raise ValueError(f"{name} must have shape {tuple(expected)}, got {tuple(x.shape)}")
 
 
+def weight_operand(a: torch.Tensor, b) -> tuple[int, int, int]:
+    """b, the [N, K] weight of an 8-bit GEMM, in a's dtype and with a's K (a checked already):
+    returns (M, N, K)."""
+    tensor("b", b, dtype=a.dtype, ndim=2)
+    m, k = a.shape
+    n = b.shape[0]
+    if b.shape[1] != k:
+        raise ValueError(f"b must be the [N, K] weight with K={k} columns to match a, got shape {tuple(b.shape)}")
+    if n == 0 or k == 0:
+        raise ValueError(f"b must have N > 0 and K > 0, got shape {tuple(b.shape)}")
+    return m, n, k
+
+
 def dense(name: str, x, dtype: torch.dtype, expected: tuple[int, ...]) -> None:
     """A contiguous tensor of `dtype` and shape `expected` (the checks of the per-call operands that
     the kernels read whole, in one pass: they run on every call)."""

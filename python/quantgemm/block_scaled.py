@@ -39,13 +39,7 @@ def check_block_scaled_mm_args(a, a_scales, b, b_scales, out=None, schedule=None
     """block_scaled_mm's checks of what the arguments are (not where they live): they need no GPU
     and run on fake tensors too."""
     _checks.tensor("a", a, dtype=FP8, ndim=2)
-    _checks.tensor("b", b, dtype=FP8, ndim=2)
-    m, k = a.shape
-    n = b.shape[0]
-    if b.shape[1] != k:
-        raise ValueError(f"b must be the [N, K] weight with K={k} columns to match a, got shape {tuple(b.shape)}")
-    if n == 0 or k == 0:
-        raise ValueError(f"b must have N > 0 and K > 0, got shape {tuple(b.shape)}")
+    m, n, k = _checks.weight_operand(a, b)
     _checks.tensor("a_scales", a_scales, dtype=torch.float32, ndim=2)
     _checks.shape("a_scales", a_scales, (m, scale_blocks(k)))
     _checks.tensor("b_scales", b_scales, dtype=torch.float32, ndim=2)

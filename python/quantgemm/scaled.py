@@ -53,13 +53,7 @@ def check_scaled_mm_args(a, b, scale_a, scale_b, bias=None, out_dtype=torch.bflo
     _checks.tensor("a", a, ndim=2)
     if a.dtype not in OPERANDS:
         raise TypeError(f"a must have dtype torch.float8_e4m3fn or torch.int8, got {a.dtype}")
-    _checks.tensor("b", b, dtype=a.dtype, ndim=2)
-    m, k = a.shape
-    n = b.shape[0]
-    if b.shape[1] != k:
-        raise ValueError(f"b must be the [N, K] weight with K={k} columns to match a, got shape {tuple(b.shape)}")
-    if n == 0 or k == 0:
-        raise ValueError(f"b must have N > 0 and K > 0, got shape {tuple(b.shape)}")
+    m, n, k = _checks.weight_operand(a, b)
     if out_dtype not in OUT_DTYPES:
         raise TypeError(f"out_dtype must be torch.bfloat16 or torch.float16, got {out_dtype}")
     per_token = _scale("scale_a", scale_a, m, "per tensor, or per token: M")

@@ -28,21 +28,9 @@ namespace quantgemm {
 /// k (and weight rows) per scale block.
 constexpr int kBlockScaleSize = 128;
 
-struct BlockScaledMmArgs {
-  void const* a = nullptr;
-  int64_t lda = 0;
-  float const* a_scales = nullptr;
-  void const* b = nullptr;
-  int64_t ldb = 0;
-  float const* b_scales = nullptr;
-  void* out = nullptr;
-  int64_t ldo = 0;
-  int M = 0;
-  int N = 0;
-  int K = 0;
-  void* workspace = nullptr;
-  size_t workspace_bytes = 0;
-  cudaStream_t stream = nullptr;
+struct BlockScaledMmArgs : Gemm8BitArgs {
+  float const* a_scales = nullptr;  ///< fp32 [M, ceil(K / 128)], row-major
+  float const* b_scales = nullptr;  ///< fp32 [ceil(N / 128), ceil(K / 128)], row-major
 };
 
 /// Launches one compiled schedule.

@@ -32,12 +32,12 @@ struct ScaledEpilogueParams {
   int32_t const* azp = nullptr;      ///< [M], or nullptr
 };
 
-struct ScaledMmArgs {
+/// What every 8-bit GEMM takes (W8A8 and block-scaled): the operands, the output, the scratch.
+struct Gemm8BitArgs {
   void const* a = nullptr;
   int64_t lda = 0;
   void const* b = nullptr;
   int64_t ldb = 0;
-  ScaledEpilogueParams epilogue;  ///< scales, bias and zero-point corrections
   void* out = nullptr;
   int64_t ldo = 0;
   int M = 0;
@@ -48,13 +48,15 @@ struct ScaledMmArgs {
   cudaStream_t stream = nullptr;
 };
 
+struct ScaledMmArgs : Gemm8BitArgs {
+  ScaledEpilogueParams epilogue;  ///< scales, bias and zero-point corrections
+};
+
 /// Launches one compiled schedule.
 using ScaledMmLaunchFn = LaunchResult (*)(ScaledMmArgs const&);
 
-/// The operand checks of the 8-bit GEMMs (W8A8 and block-scaled), on any argument struct with a,
-/// lda, b, ldb, out, ldo, M, N, K: what the TMA needs of 8-bit operands and a 16-bit output.
-template <class Args>
-bool tma_8bit_operands_valid(Args const& x) {
+/// The operand checks of the 8-bit GEMMs: what the TMA needs of 8-bit operands and a 16-bit output.
+inline bool tma_8bit_operands_valid(Gemm8BitArgs const& x) {
   auto aligned = [](void const* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
   return x.M >= 0 && x.N > 0 && x.K > 0 && x.N % 8 == 0 && x.K % 16 == 0 && x.lda >= x.K && x.lda % 16 == 0 &&
          x.ldb >= x.K && x.ldb % 16 == 0 && x.ldo >= x.N && x.ldo % 8 == 0 &&
