@@ -15,7 +15,7 @@ def nibble_of_value(v: int) -> int:
 
 def expected_prepack(codes: torch.Tensor, bits: int = 4) -> torch.Tensor:
     """Pure-Python prepack from the PTX register-fragment description: 4-bit codes with the nibble
-    interleave, 8-bit codes in value order (byte v of the step's eight)."""
+    interleave, 8-bit codes in value order (byte v of the step's eight), in 16-byte halves."""
     n_total, k_total = codes.shape
     out = bytearray(n_total * k_total * bits // 8)
     blocks_k = k_total // 64
@@ -29,7 +29,10 @@ def expected_prepack(codes: torch.Tensor, bits: int = 4) -> torch.Tensor:
                     for v in range(8):  # a0..a7
                         row = 64 * wg + 16 * warp + g + 8 * ((v // 2) % 2)
                         col = 16 * j + 2 * q + (v % 2) + 8 * (v // 4)
-                        e = base + (t * 4 + j) * 8 + (nibble_of_value(v) if bits == 4 else v)
+                        if bits == 4:  # a thread's 16 bytes together
+                            e = base + (t * 4 + j) * 8 + nibble_of_value(v)
+                        else:  # two 16-byte halves a thread (steps 0-1, 2-3), every thread's first half first
+                            e = base + ((j // 2) * 256 + t) * 16 + (j % 2) * 8 + v
                         code = int(codes[nb * 128 + row, kb * 64 + col])
                         if bits == 4:
                             out[e // 2] |= code << (4 * (e % 2))

@@ -203,7 +203,7 @@ struct Sm90MmaBulkTmaGmmaRsMixedInput {
   // run at the wgmma's latency rather than its throughput.
   static constexpr int kABuffers = 2;
   // a thread's 128-bit loads of each block, and the converter of its codes
-  static constexpr int kLoads = BLayout::kThreadBytes / 16;
+  static constexpr int kLoads = BLayout::kLoads;
   using Convert = cute::conditional_t<Weight::kBits == 4, Convert4Bit<ElementA>, Convert8Bit<ElementA>>;
   static constexpr int kAccumulatorsPerKBlock =
       (TileM * kBlocksN) <= 16 ? 8 : ((TileM * kBlocksN) <= 32 ? 4 : ((TileM * kBlocksN) <= 64 ? 2 : 1));
@@ -249,7 +249,7 @@ struct Sm90MmaBulkTmaGmmaRsMixedInput {
           CUTE_UNROLL
           for (int l = 0; l < kLoads; ++l) {
             packed[kb][blk][l] = *reinterpret_cast<uint4 const*>(
-                s.b.data() + (slot * kBlocksN + blk) * BLayout::kBlockBytes + ct * BLayout::kThreadBytes + 16 * l);
+                s.b.data() + (slot * kBlocksN + blk) * BLayout::kBlockBytes + BLayout::load_offset(ct, l));
           }
           uint32_t const lo = scales[slot * TileN + blk * BLayout::kBlockN + row];
           uint32_t const hi = scales[slot * TileN + blk * BLayout::kBlockN + row + 8];

@@ -9,11 +9,16 @@
       code e of a block = ((t * 4 + j) * 8 + p)     t: consumer thread 0..255, j: k16 step 0..3,
                                                     p: position among the step's eight codes
 
-    so consumer thread t fetches its whole slice of a block (one 128-bit shared-memory load of
-    4-bit codes, two of 8-bit ones) at once. For 4-bit codes position p is nibble p of the thread's
-    32-bit word j and holds its value nibble_value(p) (numeric/u4.hpp), the order the LOP3
-    converter wants; for 8-bit codes position p is byte p % 4 of word 2j + p / 4 and holds value p,
-    the order the PRMT converters want (numeric/u8.hpp). The GPU prepack kernel, the host
+    so consumer thread t fetches its whole slice of a block, 16 bytes, with one 128-bit shared-memory
+    load; position p is nibble p of the thread's 32-bit word j and holds its value nibble_value(p)
+    (numeric/u4.hpp), the order the LOP3 converter wants. 8-bit codes take twice the bytes: thread
+    t's steps 0-1 and 2-3 are two 16-byte halves, all threads' first halves first,
+
+      code e of a block = ((j / 2) * 256 + t) * 16 + (j % 2) * 8 + p
+
+    so each of the thread's two 128-bit loads is conflict-free across the warp; position p is byte
+    p % 4 of the step's word p / 4 and holds value p, the order the PRMT converters want
+    (numeric/u8.hpp). The GPU prepack kernel, the host
     reference and the mainloop all use these structs.
 */
 #pragma once
@@ -48,6 +53,9 @@ struct PrepackedBLayoutOfBits {
   static constexpr int kBlockCodes = kBlockN * kBlockK;
   static constexpr int kBlockBytes = kBlockCodes * kBits / 8;
   static constexpr int kThreadBytes = kBlockBytes / kThreads;  // 16 or 32: one or two 128-bit loads
+  static constexpr int kLoads = kThreadBytes / 16;
+  /// Byte offset in a block of load l (0 .. kLoads - 1) of consumer thread t.
+  CUTE_HOST_DEVICE static constexpr int load_offset(int t, int l) { return (l * kThreads + t) * 16; }
   static constexpr int kCodesPerWord = 32 / kBits;
   static constexpr uint32_t kCodeMask = (1u << kBits) - 1;
   static_assert(kThreadBytes % 16 == 0, "a thread's slice of a block must be whole 128-bit loads");
@@ -57,12 +65,19 @@ struct PrepackedBLayoutOfBits {
   CUTE_HOST_DEVICE static constexpr int slot_value(int p) { return kBits == 4 ? nibble_value(p) : p; }
   CUTE_HOST_DEVICE static constexpr int value_slot(int v) { return kBits == 4 ? value_nibble(v) : v; }
 
+  /// The code index in a block of position p of thread t's k16 step j: for 4-bit codes
+  /// ((t * 4 + j) * 8 + p), a thread's 16 bytes together; for 8-bit ones each thread's 32 bytes
+  /// are two 16-byte halves (steps 0-1 and 2-3), the first halves of all threads first, so that
+  /// each of its two 128-bit loads is a warp-contiguous, bank-conflict-free read.
+  CUTE_HOST_DEVICE static constexpr int code_index(int t, int j, int p) {
+    return kBits == 4 ? (t * kKSteps + j) * 8 + p : ((j / 2) * kThreads + t) * 16 + (j % 2) * 8 + p;
+  }
+
   /// Code e of a block -> (n, k) inside the block.
   CUTE_HOST_DEVICE static void block_coord(int e, int& n, int& k) {
     int const p = e % 8;
-    int const step = e / 8;
-    int const j = step % kKSteps;
-    int const t = step / kKSteps;
+    int const j = kBits == 4 ? (e / 8) % kKSteps : 2 * (e / (16 * kThreads)) + (e % 16) / 8;
+    int const t = kBits == 4 ? e / (8 * kKSteps) : (e / 16) % kThreads;
     int const mk = AtomALayout{}(t % 128, slot_value(p));
     n = 64 * (t / 128) + mk % 64;
     k = 16 * j + mk / 64;
@@ -74,7 +89,7 @@ struct PrepackedBLayoutOfBits {
     int const tv = inverse((n % 64) + 64 * (k % 16));
     int const t = (n / 64) * 128 + tv % 128;
     int const v = tv / 128;
-    return (t * kKSteps + k / 16) * 8 + value_slot(v);
+    return code_index(t, k / 16, value_slot(v));
   }
 
   /// Code index of W[n, k] in a prepacked [N, K] weight (N % 128 == 0, K % 64 == 0).
