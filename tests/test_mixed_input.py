@@ -450,3 +450,19 @@ def test_explain_names_the_pick_its_rule_and_every_refusal():
     named = quantgemm.explain(16, 4096, 4096, schedule=sorted(built)[0])
     assert named.schedule == sorted(built)[0] and named.rule == "named by the caller"
     assert quantgemm.explain(16, 4096, 4096, schedule="nope").refused
+
+
+def test_a_family_left_out_of_the_build_is_named():
+    if quantgemm.supported_schedules("u8b128"):
+        pytest.skip("this build has the 8-bit kernels")
+    assert "this build has no u8b128_bf16 kernels" in quantgemm.explain(2, 128, 64, -1, weight_type="u8b128").refused[0]
+
+
+@requires_hopper
+def test_mm_names_a_family_left_out_of_the_build():
+    if quantgemm.supported_schedules("u8b128"):
+        pytest.skip("this build has the 8-bit kernels")
+    b = quantgemm.prepack_b(torch.randint(0, 256, (128, 64), dtype=torch.uint8, device="cuda"), "u8b128")
+    scales = torch.ones(1, 128, dtype=torch.bfloat16, device="cuda")
+    with pytest.raises(ValueError, match="this build has no u8b128_bf16 kernels"):
+        quantgemm.mm(torch.randn(2, 64, dtype=torch.bfloat16, device="cuda"), b, scales, -1)

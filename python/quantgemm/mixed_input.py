@@ -215,7 +215,9 @@ def explain(m: int, n: int, k: int, group_size: int = 128, schedule: str | None 
             refused.append(str(e))
     family = _family(weight_type, dtype)
     compiled = supported_schedules(weight_type, dtype)
-    if schedule is not None and schedule not in compiled:
+    if not compiled:
+        refused.append(_not_built(family))
+    elif schedule is not None and schedule not in compiled:
         refused.append(f"schedule must be one of {compiled}, got {schedule!r}")
     notes, picked, rule = [], None, None
     if not refused and m == 0:
@@ -302,6 +304,11 @@ def check_mm_args(a: torch.Tensor, b: PrepackedWeight, group_scales: torch.Tenso
     return family, m, n
 
 
+def _not_built(family: str) -> str:
+    return (f"this build has no {family} kernels (the 8-bit families are built on request: "
+            f"-Ccmake.define.QUANTGEMM_SCHEDULES=\"default;{family}:all\")")
+
+
 def mm(a: torch.Tensor, b: PrepackedWeight, group_scales: torch.Tensor, group_size: int,
        out: torch.Tensor | None = None, schedule: str | None = None,
        group_zeros: torch.Tensor | None = None, channel_scales: torch.Tensor | None = None,
@@ -361,12 +368,17 @@ def mm(a: torch.Tensor, b: PrepackedWeight, group_scales: torch.Tensor, group_si
     stream = torch._C._cuda_getCurrentRawStream(index)
     partials, counters = _workspace.get(index, stream)
     for _ in range(2):
-        status, need_bytes, need_counters = native().mm_mixed_input(
-            family, schedule or "", a.data_ptr(), lda, b.data.data_ptr(), group_scales.data_ptr(),
-            0 if group_zeros is None else group_zeros.data_ptr(),
-            0 if channel_scales is None else channel_scales.data_ptr(),
-            0 if token_scales is None else token_scales.data_ptr(), out.data_ptr(), ldo, m, n, k, k // groups,
-            partials.data_ptr(), partials.numel(), counters.data_ptr(), counters.numel(), index, stream)
+        try:
+            status, need_bytes, need_counters = native().mm_mixed_input(
+                family, schedule or "", a.data_ptr(), lda, b.data.data_ptr(), group_scales.data_ptr(),
+                0 if group_zeros is None else group_zeros.data_ptr(),
+                0 if channel_scales is None else channel_scales.data_ptr(),
+                0 if token_scales is None else token_scales.data_ptr(), out.data_ptr(), ldo, m, n, k, k // groups,
+                partials.data_ptr(), partials.numel(), counters.data_ptr(), counters.numel(), index, stream)
+        except ValueError as e:  # (a family left out of a subset build is "unknown" to the dispatch)
+            if not compiled_schedules(family):
+                raise ValueError(_not_built(family)) from e
+            raise
         if status != _STATUS_WORKSPACE_TOO_SMALL:
             return out
         partials, counters = _workspace.get(index, stream, need_bytes, need_counters)
