@@ -64,7 +64,7 @@ class Schedule:
 
 
 #: Token tiles (the GEMM's N when swapped) and k depths of the W8A8 schedules.
-SCALED_TILE_N = (16, 32, 64, 96, 128, 160, 256)
+SCALED_TILE_N = (16, 32, 64, 128, 256)
 SCALED_TILE_K = (64, 128, 256)
 
 
@@ -287,9 +287,9 @@ INT8_FP16 = replace(INT8_BF16, name="int8_fp16", activation="cutlass::half_t",
 def block_scaled_problems(s: ScaledSchedule) -> list[str]:
     """What the blockwise-scaling mainloop further asks of a schedule: the scales' 128-wide k blocks
     are whole stages (tile_k 128); the weight's 128-row scale blocks tile its side of the tile (the
-    kernel's M when swapped, else its N); the promoted accumulators fit beside the wgmma's when a
-    consumer warpgroup holds at most 64 x 160 of them in the cooperative kernel, 128 x 96 in the
-    ping-pong one (measured with ptxas: a 128 x 192 cooperative tile spills)."""
+    kernel's M when swapped, else its N); the three accumulator sets of the overlapped promotion
+    (collective/sm90_blockwise_fp8_overlapped.hpp) fit when a consumer warpgroup holds at most
+    64 x 128 accumulators (ptxas: no spills there)."""
     out = []
     if s.tile_k != 128:
         out.append(f"tile_k must be 128 (one scale block a stage), got {s.tile_k}")
@@ -297,9 +297,8 @@ def block_scaled_problems(s: ScaledSchedule) -> list[str]:
     if weight_rows % 128:
         out.append(f"the weight's side of the tile must be a multiple of 128 rows, got {weight_rows}")
     per_warpgroup = s.tile_m * s.tile_n // (2 if s.kernel == "coop" else 1)
-    limit = 64 * 160 if s.kernel == "coop" else 128 * 96
-    if per_warpgroup > limit:
-        out.append(f"at most {limit} accumulators per consumer warpgroup ({s.kernel}), got {s.tile_m} x {s.tile_n}")
+    if per_warpgroup > 64 * 128:
+        out.append(f"at most 64 x 128 accumulators per consumer warpgroup, got {s.tile_m} x {s.tile_n} {s.kernel}")
     return out
 
 
