@@ -91,10 +91,12 @@ def _(a, a_scales, b, b_scales):
     return a.new_empty((a.shape[0], b.shape[0]), dtype=torch.bfloat16)
 
 
-def _check_quantizer_input(x: torch.Tensor) -> None:
+def _fake_quantized(x: torch.Tensor, dtype: torch.dtype, scale_shape: tuple[int, ...]):
+    """A quantizer's fake: the eager input checks, then (codes like x in `dtype`, fp32 scales)."""
     _checks.tensor("x", x, ndim=2)
     if not x.is_floating_point():
         raise TypeError(f"x must be a floating-point tensor, got {x.dtype}")
+    return x.new_empty(x.shape, dtype=dtype), x.new_empty(scale_shape, dtype=torch.float32)
 
 
 @torch.library.custom_op("quantgemm::quantize_fp8", mutates_args=())
@@ -105,9 +107,7 @@ def quantize_fp8(x: torch.Tensor, per_row: bool = True) -> tuple[torch.Tensor, t
 
 @quantize_fp8.register_fake
 def _(x, per_row=True):
-    _check_quantizer_input(x)
-    return (x.new_empty(x.shape, dtype=torch.float8_e4m3fn),
-            x.new_empty((x.shape[0], 1) if per_row else (1,), dtype=torch.float32))
+    return _fake_quantized(x, torch.float8_e4m3fn, (x.shape[0], 1) if per_row else (1,))
 
 
 @torch.library.custom_op("quantgemm::quantize_int8", mutates_args=())
@@ -118,9 +118,7 @@ def quantize_int8(x: torch.Tensor, per_row: bool = True) -> tuple[torch.Tensor, 
 
 @quantize_int8.register_fake
 def _(x, per_row=True):
-    _check_quantizer_input(x)
-    return (x.new_empty(x.shape, dtype=torch.int8),
-            x.new_empty((x.shape[0], 1) if per_row else (1,), dtype=torch.float32))
+    return _fake_quantized(x, torch.int8, (x.shape[0], 1) if per_row else (1,))
 
 
 @torch.library.custom_op("quantgemm::quantize_fp8_groups", mutates_args=())
@@ -131,9 +129,7 @@ def quantize_fp8_groups(x: torch.Tensor, group_size: int = 128) -> tuple[torch.T
 
 @quantize_fp8_groups.register_fake
 def _(x, group_size=128):
-    _check_quantizer_input(x)
-    return (x.new_empty(x.shape, dtype=torch.float8_e4m3fn),
-            x.new_empty((x.shape[0], -(-x.shape[1] // group_size)), dtype=torch.float32))
+    return _fake_quantized(x, torch.float8_e4m3fn, (x.shape[0], -(-x.shape[1] // group_size)))
 
 
 @torch.library.custom_op("quantgemm::quantize_fp8_blocks", mutates_args=())
@@ -144,6 +140,4 @@ def quantize_fp8_blocks(w: torch.Tensor, block_size: int = 128) -> tuple[torch.T
 
 @quantize_fp8_blocks.register_fake
 def _(w, block_size=128):
-    _check_quantizer_input(w)
-    return (w.new_empty(w.shape, dtype=torch.float8_e4m3fn),
-            w.new_empty((-(-w.shape[0] // block_size), -(-w.shape[1] // block_size)), dtype=torch.float32))
+    return _fake_quantized(w, torch.float8_e4m3fn, (-(-w.shape[0] // block_size), -(-w.shape[1] // block_size)))

@@ -76,11 +76,7 @@ LaunchResult launch_sm90_block_scaled_mm(BlockScaledMmArgs const& x) {
   using ElementD = typename Config::ElementD;
   constexpr bool Swap = Config::Swap;
   LaunchResult result;
-  if (!block_scaled_mm_args_valid(x)) {
-    result.status = Status::kInvalidArgument;
-    return result;
-  }
-  if (x.M == 0 || !device_is_sm90(result)) {
+  if (!ready_to_launch(block_scaled_mm_args_valid(x), x.M, result)) {
     return result;
   }
   typename Gemm::Arguments args;

@@ -18,14 +18,22 @@
 
 namespace quantgemm {
 
-/// True (and `result` left alone) when the current device can run sm_90a kernels.
-inline bool device_is_sm90(LaunchResult& result) {
-  if (compute_capability() == 90) {
-    return true;
+/// Whether a launcher goes on to launch: arguments valid (else kInvalidArgument), M > 0 (else a
+/// successful no-op) and an sm_90 device (else kCudaError, cudaErrorNoKernelImageForDevice).
+inline bool ready_to_launch(bool args_valid, int M, LaunchResult& result) {
+  if (!args_valid) {
+    result.status = Status::kInvalidArgument;
+    return false;
   }
-  result.status = Status::kCudaError;
-  result.cuda = cudaErrorNoKernelImageForDevice;
-  return false;
+  if (M == 0) {
+    return false;
+  }
+  if (compute_capability() != 90) {
+    result.status = Status::kCudaError;
+    result.cuda = cudaErrorNoKernelImageForDevice;
+    return false;
+  }
+  return true;
 }
 
 /// The operands of a GemmUniversal argument struct from launcher arguments X (a, lda, b, ldb, out,

@@ -64,11 +64,7 @@ LaunchResult launch_sm90_scaled_mm(ScaledMmArgs const& x) {
   using ElementA = typename Config::ElementA;
   using ElementD = typename Config::ElementD;
   LaunchResult result;
-  if (!scaled_mm_args_valid(x)) {
-    result.status = Status::kInvalidArgument;
-    return result;
-  }
-  if (x.M == 0 || !device_is_sm90(result)) {
+  if (!ready_to_launch(scaled_mm_args_valid(x), x.M, result)) {
     return result;
   }
   typename Gemm::Arguments args;
