@@ -7,10 +7,10 @@ same rules give byte-identical files and unchanged files keep their timestamps. 
 a subset (for development): rules naming a schedule left out are dropped, and the last rule kept
 becomes the catch-all; it may also name a family's candidate schedules, which are compiled (for
 measuring) but reached only by name; "all" compiles every candidate (for the tuner), "<family>:all"
-every candidate of one family and "default" the schedules the rules name (of the families a
-default build includes). --rules takes
-a family's rules from another rules file (default: codegen/rules/<family>.json). --list prints the
-files that would be written, one per line.
+every candidate of one family, "<family>" the schedules its rules name and "default" the
+schedules the rules name of the families a default build includes. --rules takes a family's rules
+from another rules file (default: codegen/rules/<family>.json). --list prints the files that would
+be written, one per line.
 """
 
 from __future__ import annotations
@@ -94,15 +94,17 @@ def render(selected: list[str] | None = None, rules_files: list[Path] | None = N
     known = set(all_schedule_names(fams))
     if selected == ["all"]:
         selected = sorted(known)
+    by_name = {f.name: f for f in fams}
     wanted = set()
     for item in selected or ["default"]:
         if item == "default":
             wanted |= set(default_schedule_names(fams))
+        elif item.removesuffix(":all") in by_name:
+            fam = by_name[item.removesuffix(":all")]
+            wanted |= {sched.name(fam.name) for sched in
+                       (fam.all_schedules() if item.endswith(":all") else fam.schedules())}
         elif item.endswith(":all"):
-            fam = next((f for f in fams if f.name == item[:-4]), None)
-            if fam is None:
-                raise SystemExit(f"generate.py: no family {item[:-4]!r}; known: {[f.name for f in fams]}")
-            wanted |= {sched.name(fam.name) for sched in fam.all_schedules()}
+            raise SystemExit(f"generate.py: no family {item[:-4]!r}; known: {list(by_name)}")
         else:
             wanted.add(item)
     unknown = wanted - known

@@ -51,9 +51,11 @@ def test_families_left_out_of_the_default_build_build_on_request():
     for family in left_out:
         assert not any(name.startswith(f"mm_{family.name}_") for name in files)
         assert f'"{family.name}"' not in files["dispatch.cpp"]
-    asked = generate.render(["u8_fp16:all"])
-    assert sorted(f for f in asked if f.startswith("mm_")) == sorted(
-        f"mm_{s.name('u8_fp16')}.cu" for s in next(f for f in FAMILIES if f.name == "u8_fp16").all_schedules())
+    u8_fp16 = next(f for f in FAMILIES if f.name == "u8_fp16")
+    for asked, schedules in (("u8_fp16:all", u8_fp16.all_schedules()), ("u8_fp16", u8_fp16.schedules())):
+        files = generate.render([asked])
+        assert sorted(f for f in files if f.startswith("mm_")) == sorted(f"mm_{s.name('u8_fp16')}.cu" for s in schedules)
+        assert f'"u8_fp16"' in files["dispatch.cpp"]
 
 
 def test_candidates_build_only_on_request():

@@ -8,6 +8,7 @@ import torch
 
 import quantgemm
 from quantgemm import reference
+from quantgemm.quantize import QUANTIZERS
 from quantgemm.testing import assert_gemm_close, poison_
 
 from conftest import requires_hopper
@@ -329,8 +330,7 @@ EIGHT_BIT = [("u8b128", torch.bfloat16), ("u8", torch.bfloat16), ("u8b128", torc
 def check_mm_8bit(m, n, k, g, weight_type, dtype, schedule=None):
     gen = torch.Generator(device="cuda").manual_seed(n * 11 + k + g)
     w = torch.randn(n, k, device="cuda", dtype=dtype, generator=gen) / k ** 0.5 + 0.01
-    quantize = quantgemm.quantize_u8 if weight_type == "u8" else quantgemm.quantize_u8b128
-    w_q, scales, *zeros = quantize(w, g)
+    w_q, scales, *zeros = QUANTIZERS[weight_type](w, g)
     zeros = zeros[0] if zeros else None
     zero_point = 128 if zeros is None else 0
     w_max = reference._dequantize(w_q, scales, zeros, g, zero_point).abs().max().item()

@@ -26,7 +26,7 @@ import torch
 from . import block_scaled, mixed_input, reference, scaled
 from ._native import native
 from .models import DEFAULT_MODELS, MODELS, parse_models, unsupported_reason
-from .quantize import quantize_fp8, quantize_fp8_blocks, quantize_fp8_groups, quantize_u4b8
+from .quantize import QUANTIZERS, quantize_fp8, quantize_fp8_blocks, quantize_fp8_groups, quantize_u4b8
 
 DEFAULT_M = (1, 2, 4, 8, 16, 32, 48, 64, 128, 256, 512, 1024, 4096)
 
@@ -97,12 +97,16 @@ def copies_for(nbytes: int, l2_bytes: int) -> int:
     return max(2, math.ceil(3 * l2_bytes / max(nbytes, 1)))
 
 
-def quantized_copies(w: torch.Tensor, group_size: int, l2_bytes: int):
-    """(w_q, scales, bytes of one copy, [(prepacked, scales)] copies to rotate through) of a real weight."""
-    w_q, scales = quantize_u4b8(w, group_size)
-    qbytes = w.shape[0] * w.shape[1] // 2 + scales.numel() * scales.element_size()
-    return w_q, scales, qbytes, [(mixed_input.prepack_b(w_q), scales.clone())
-                                 for _ in range(copies_for(qbytes, l2_bytes))]
+def quantized_copies(w: torch.Tensor, group_size: int, l2_bytes: int, weight_type: str = "u4b8"):
+    """(w_q, scales, zeros or None, bytes of one copy, [(prepacked, scales, zeros)] copies to rotate
+    through) of a real weight quantized to `weight_type`."""
+    w_q, scales, *zeros = QUANTIZERS[weight_type](w, group_size)
+    zeros = zeros[0] if zeros else None
+    qbytes = w.shape[0] * w.shape[1] * mixed_input.BITS[weight_type] // 8 \
+        + (1 + (zeros is not None)) * scales.numel() * scales.element_size()
+    copies = [(mixed_input.prepack_b(w_q, weight_type), scales.clone(), None if zeros is None else zeros.clone())
+              for _ in range(copies_for(qbytes, l2_bytes))]
+    return w_q, scales, zeros, qbytes, copies
 
 
 def scaled_copies(w: torch.Tensor, dtype: torch.dtype, l2_bytes: int):
@@ -238,13 +242,15 @@ def block_scaled_table(rows: list[Row]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def bench_shape(model, layer, n, k, ms, group_size, bandwidth, l2_bytes, check=True, schedules=(None,)) -> list[Row]:
+def bench_shape(model, layer, n, k, ms, group_size, bandwidth, l2_bytes, check=True, schedules=(None,),
+                weight_type="u4b8") -> list[Row]:
     device = torch.device("cuda")
     torch.manual_seed(0)
     w = torch.randn(n, k, device=device, dtype=torch.bfloat16) / math.sqrt(k)
-    w_q, scales, qbytes, q_copies = quantized_copies(w, group_size, l2_bytes)
+    w_q, scales, zeros, qbytes, q_copies = quantized_copies(w, group_size, l2_bytes, weight_type)
     w_copies = [w.clone() for _ in range(copies_for(w.numel() * 2, l2_bytes))]
     del w
+    zero_point = mixed_input.ZERO_POINTS[weight_type] or 0
     rows = []
     for m in ms:
         a = torch.randn(m, k, device=device, dtype=torch.bfloat16)
@@ -253,15 +259,17 @@ def bench_shape(model, layer, n, k, ms, group_size, bandwidth, l2_bytes, check=T
         tt = graph_time_us([lambda wc=wc: torch.matmul(a, wc.t(), out=out_t) for wc in w_copies])
         for sched in schedules:
             if check:
-                mixed_input.mm(a, q_copies[0][0], q_copies[0][1], group_size, out=out_q, schedule=sched)
-                ref = reference.mm_u4b8(a, w_q, scales, group_size)
+                b, s, z = q_copies[0]
+                mixed_input.mm(a, b, s, group_size, out=out_q, schedule=sched, group_zeros=z)
+                ref = reference.mm_quantized(a, w_q, scales, group_size, zeros, zero_point=zero_point)
                 rel = ((out_q.float() - ref).norm() / ref.norm()).item()
                 if not rel < 1e-2:
                     raise RuntimeError(f"{model} {layer} M={m}: relative error {rel:.3g} against the reference")
-            qg = graph_time_us([lambda b=b, s=s: mixed_input.mm(a, b, s, group_size, out=out_q, schedule=sched)
-                                for b, s in q_copies])
+            qg = graph_time_us([lambda b=b, s=s, z=z: mixed_input.mm(a, b, s, group_size, out=out_q, schedule=sched,
+                                                                      group_zeros=z)
+                                for b, s, z in q_copies])
             rows.append(Row(model, layer, n, k, m, qg, tt, qbytes / bandwidth * 1e6,
-                            sched or mixed_input.select_schedule(m, n, k)))
+                            sched or mixed_input.select_schedule(m, n, k, weight_type)))
             print(format_row(rows[-1]), flush=True)
     return rows
 
@@ -328,6 +336,8 @@ def main(argv: list[str] | None = None) -> int:
                              f"deepseek-v3-fp8 for fp8block)")
     parser.add_argument("--m", default=",".join(map(str, DEFAULT_M)), help="comma-separated M values")
     parser.add_argument("--group-size", type=int, default=128)
+    parser.add_argument("--weight-type", default="u4b8", choices=mixed_input.WEIGHT_TYPES,
+                        help="the weight type of --kind w4a16 (u4b8, u4 with zero points, u8b128, u8)")
     parser.add_argument("--csv", default=None, help="write the rows to this CSV file")
     parser.add_argument("--markdown", default=None, help="write the rows as a Markdown table to this file")
     parser.add_argument("--no-check", action="store_true", help="skip the correctness check of each point")
@@ -370,7 +380,7 @@ def main(argv: list[str] | None = None) -> int:
     props = torch.cuda.get_device_properties(0)
     l2 = getattr(props, "L2_cache_size", 60 << 20)
     bandwidth = read_bandwidth(torch.device("cuda", torch.cuda.current_device()))
-    what = {"w4a16": f"u4b8 group {args.group_size}, bf16; peer torch bf16 matmul",
+    what = {"w4a16": f"{args.weight_type} group {args.group_size}, bf16; peer torch bf16 matmul",
             "fp8": "FP8 e4m3 per-token x per-channel scales, bf16 out; peer torch._scaled_mm",
             "fp8fast": "FP8 e4m3 fast accumulation, per-token x per-channel, bf16 out; peer torch._scaled_mm "
                        "(use_fast_accum)",
@@ -399,7 +409,8 @@ def main(argv: list[str] | None = None) -> int:
                 continue
             rows += bench_shape(model, layer.name, layer.n, layer.k, ms, args.group_size, bandwidth, l2,
                                 check=not args.no_check,
-                                schedules=args.schedules.split(",") if args.schedules else (None,))
+                                schedules=args.schedules.split(",") if args.schedules else (None,),
+                                weight_type=args.weight_type)
     if args.markdown:
         with open(args.markdown, "w") as f:
             f.write(block_scaled_table(rows) if args.kind == "fp8block" else markdown_table(rows, PEERS[args.kind]))

@@ -8,11 +8,7 @@ import torch
 
 from . import block_scaled, checkpoint, ops, scaled
 from .mixed_input import BITS, WEIGHT_TYPES, ZERO_POINTS, PrepackedWeight, _padded, mm, prepack_b, unpack_b
-from .quantize import (group_count, quantize_fp8, quantize_fp8_blocks, quantize_fp8_groups, quantize_int8,
-                       quantize_u4, quantize_u4b8, quantize_u8, quantize_u8b128)
-
-#: round-to-nearest quantizer of each weight type (those with zero points per group return them too)
-_QUANTIZERS = {"u4b8": quantize_u4b8, "u4": quantize_u4, "u8b128": quantize_u8b128, "u8": quantize_u8}
+from .quantize import QUANTIZERS, group_count, quantize_fp8, quantize_fp8_blocks, quantize_fp8_groups, quantize_int8
 
 
 class QuantLinear(torch.nn.Module):
@@ -58,7 +54,7 @@ class QuantLinear(torch.nn.Module):
         layer = cls(linear.in_features, linear.out_features, group_size, linear.bias is not None, w.device,
                     dtype, weight_type)
         bias = None if linear.bias is None else linear.bias.detach()
-        w_q, scales, *zeros = _QUANTIZERS[weight_type](w.to(dtype), group_size)
+        w_q, scales, *zeros = QUANTIZERS[weight_type](w.to(dtype), group_size)
         layer._load(w_q, scales, bias, *zeros)
         return layer
 

@@ -178,3 +178,8 @@ def quantize_fp8_blocks(w: torch.Tensor, block_size: int = 128) -> tuple[torch.T
     w[n, k] ~ q[n, k] * scales[n // block_size, k // block_size]; each scale is its block's amax / 448.
     """
     return _fp8_blocks(w, block_size, block_size)
+
+
+#: round-to-nearest quantizer of each mixed-input weight type (those with zero points per group
+#: return them too, as a third result)
+QUANTIZERS = {"u4b8": quantize_u4b8, "u4": quantize_u4, "u8b128": quantize_u8b128, "u8": quantize_u8}

@@ -209,19 +209,21 @@ def measure(models: list[str], ms: list[int], group_size: int, writer=None, fami
             return lambda c, s: scaled.scaled_mm(a, c[0], sa, c[1], out=out, schedule=s,
                                                  use_fast_accum=kind == "fp8fast")
     else:
-        schedules = [s for s in mixed_input.supported_schedules() if s.startswith(family + "_")]
+        weight_type, dtype = kind, torch.float16 if family.endswith("_fp16") else torch.bfloat16
+        schedules = mixed_input.supported_schedules(weight_type, dtype)
 
         def weights(w):
-            return quantized_copies(w, group_size, l2)[3]
+            return quantized_copies(w.to(dtype), group_size, l2, weight_type)[4]
 
         def caller(x, out):
-            return lambda c, s: mixed_input.mm(x, c[0], c[1], group_size, out=out, schedule=s)
+            x, out = x.to(dtype), out.to(dtype)
+            return lambda c, s: mixed_input.mm(x, c[0], c[1], group_size, out=out, schedule=s, group_zeros=c[2])
     timings: Timings = defaultdict(dict)
     seen = set()
     for model in models:
         for layer in MODELS[model]:
             n, k = layer.n, layer.k
-            why = unsupported_reason(n, k, group_size) if kind in ("u4b8", "u4") else None
+            why = unsupported_reason(n, k, group_size) if kind in mixed_input.WEIGHT_TYPES else None
             if why or (n, k) in seen:
                 print(f"{model} {layer.name}: skipped, {why or 'measured already'}", flush=True)
                 continue
@@ -287,7 +289,7 @@ def main(argv: list[str] | None = None) -> int:
         finally:
             if f:
                 f.close()
-        group = f"group {args.group_size}, " if args.family.startswith("u4") else ""
+        group = f"group {args.group_size}, " if args.family.startswith(("u4", "u8")) else ""
         source = args.source or (f"python -m quantgemm.tune --family {args.family} on {torch.cuda.get_device_name()}, "
                                  f"{group}models {','.join(models)}")
     rules = synthesize(timings, args.tolerance)
