@@ -78,7 +78,7 @@ def families(rules_files: list[Path] | None = None) -> list[Family]:
 
 
 def default_schedule_names(fams: list[Family] | None = None) -> list[str]:
-    return sorted(s.name(f.name) for f in (fams or FAMILIES) if f.default_build for s in f.schedules())
+    return sorted(s.name(f.name) for f in (fams or FAMILIES) for s in f.schedules())
 
 
 def all_schedule_names(fams: list[Family] | None = None) -> list[str]:

@@ -149,9 +149,6 @@ class Family:
     kind: str = "mixed_input"
     epilogue: str = ""  #: scaled_mm: the epilogue/scaled.hpp formula
     kernel_suffix: str = ""  #: scaled_mm: the CUTLASS kernel schedule's suffix ("FP8FastAccum" or "")
-    #: whether a default build compiles it (False: only on request, "<family>:all" or by name, for
-    #: kernels not yet verified on a GPU)
-    default_build: bool = True
 
     @property
     def schedule_type(self):
@@ -236,9 +233,9 @@ U4_FP16 = replace(U4_BF16, name="u4_fp16", activation="cutlass::half_t")
 
 # 8-bit codes (u8b128: GPTQ's symmetric 8-bit format; u8: zero points per group) run the same
 # mainloop with two 128-bit loads a block and PRMT converters (numeric/u8.hpp); 128-deep stages
-# spill there, so their space is the 64-deep tiles. Not in the default build until measured on a GPU.
+# spill there, so their space is the 64-deep tiles.
 U8_SPACE = tuple(_tile(n, m) for n in (128, 256) for m in (8, 16, 32, 64)) + (_tile(128, 128), _tile(128, 256))
-U8B128_BF16 = with_rules(Family(name="u8b128_bf16", weight="u8b128", space=U8_SPACE, default_build=False),
+U8B128_BF16 = with_rules(Family(name="u8b128_bf16", weight="u8b128", space=U8_SPACE),
                          RULES_DIR / "u8b128_bf16.json")
 _BORROWED_U8 = "the u8b128_bf16 rules (the same mainloop), until tuned on its own"
 U8_BF16 = replace(U8B128_BF16, name="u8_bf16", weight="u8", rules_source=_BORROWED_U8)

@@ -32,7 +32,7 @@ def test_every_m_bucket_is_covered(family):
 def test_every_schedule_is_reachable_and_instantiated(family):
     picked = {family.select(m, n, k) for m in M_BUCKETS for n, k in SHAPES + tuple(MODEL_SHAPES)}
     assert picked == set(family.schedules())
-    files = generate.render(None if family.default_build else [f"{family.name}:all"])
+    files = generate.render()
     for s in family.schedules():
         assert f"mm_{s.name(family.name)}.cu" in files
         assert f'"{s.name(family.name)}"' in files["dispatch.cpp"]
@@ -44,18 +44,12 @@ def test_small_m_takes_narrow_tiles():
     assert U4B8_BF16.select(4096, 28672, 8192).tile_m == 256
 
 
-def test_families_left_out_of_the_default_build_build_on_request():
-    files = generate.render()
-    left_out = [f for f in FAMILIES if not f.default_build]
-    assert {f.name for f in left_out} == {"u8b128_bf16", "u8_bf16", "u8b128_fp16", "u8_fp16"}
-    for family in left_out:
-        assert not any(name.startswith(f"mm_{family.name}_") for name in files)
-        assert f'"{family.name}"' not in files["dispatch.cpp"]
+def test_a_family_builds_alone_on_request():
     u8_fp16 = next(f for f in FAMILIES if f.name == "u8_fp16")
     for asked, schedules in (("u8_fp16:all", u8_fp16.all_schedules()), ("u8_fp16", u8_fp16.schedules())):
         files = generate.render([asked])
         assert sorted(f for f in files if f.startswith("mm_")) == sorted(f"mm_{s.name('u8_fp16')}.cu" for s in schedules)
-        assert f'"u8_fp16"' in files["dispatch.cpp"]
+        assert f'"u8_fp16"' in files["dispatch.cpp"] and '"u4b8_bf16"' not in files["dispatch.cpp"]
 
 
 def test_candidates_build_only_on_request():

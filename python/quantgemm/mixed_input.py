@@ -305,8 +305,8 @@ def check_mm_args(a: torch.Tensor, b: PrepackedWeight, group_scales: torch.Tenso
 
 
 def _not_built(family: str) -> str:
-    return (f"this build has no {family} kernels (the 8-bit families are built on request: "
-            f"-Ccmake.define.QUANTGEMM_SCHEDULES=\"default;{family}:all\")")
+    return (f"this build has no {family} kernels (a subset build; a default one has them, or add "
+            f"-Ccmake.define.QUANTGEMM_SCHEDULES=\"...;{family}\")")
 
 
 def mm(a: torch.Tensor, b: PrepackedWeight, group_scales: torch.Tensor, group_size: int,
@@ -350,15 +350,17 @@ def mm(a: torch.Tensor, b: PrepackedWeight, group_scales: torch.Tensor, group_si
         for name, x in (("channel_scales", channel_scales), ("token_scales", token_scales)):
             if x is not None:
                 _checks.same_device(name, x, index)
-    if out is None:
-        out = torch.empty((m, n), dtype=a.dtype, device=a.device)
+    allocated = out is None
+    if allocated:
+        out = a.new_empty((m, n))  # (cheaper to issue than torch.empty with keywords)
     else:
         _checks.same_device("out", out, index)
     if m == 0:
         return out
     _checks.hopper("mm", index)
     _checks.row_major("a", a)
-    _checks.row_major("out", out)
+    if not allocated:
+        _checks.row_major("out", out)
     _checks.aligned16("group_scales", group_scales)
     if group_zeros is not None:
         _checks.aligned16("group_zeros", group_zeros)

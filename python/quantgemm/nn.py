@@ -106,8 +106,11 @@ class QuantLinear(torch.nn.Module):
         if x.shape[-1] != self.in_features:
             raise ValueError(f"x must have {self.in_features} features in its last dimension, got shape "
                              f"{tuple(x.shape)}")
-        a = x.reshape(-1, self.in_features)
-        a = a.contiguous() if self.perm is None else a.index_select(1, self.perm)
+        a = x if x.dim() == 2 else x.reshape(-1, self.in_features)
+        if self.perm is not None:
+            a = a.index_select(1, self.perm)
+        elif not a.is_contiguous():
+            a = a.contiguous()
         if a.is_cuda and not torch.compiler.is_compiling():
             # eager on a GPU: the kernel directly, without the operator's dispatch (15-30 us a call)
             y = mm(a, self._prepacked(), self.scales, self.group_size, group_zeros=self.zeros)
@@ -117,7 +120,7 @@ class QuantLinear(torch.nn.Module):
                        self.group_size, self.zeros)
         if self.bias is not None:
             y = y + self.bias
-        return y.reshape(*x.shape[:-1], self.out_features)
+        return y if x.dim() == 2 else y.reshape(*x.shape[:-1], self.out_features)
 
     def extra_repr(self) -> str:
         return (f"in_features={self.in_features}, out_features={self.out_features}, {self.weight_type}, "

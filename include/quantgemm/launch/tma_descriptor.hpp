@@ -30,10 +30,37 @@ inline EncodeTiledFn encode_tiled_fn() {
 }
 
 /// Descriptor of a row-major [rows, cols] matrix (row stride `ld` elements) read or written in
-/// boxes of box_rows x box_cols; out-of-bounds rows read as zero and are not written.
+/// boxes of box_rows x box_cols; out-of-bounds rows read as zero and are not written. The encoding
+/// is a pure function of the arguments; each thread keeps its last few, since a decode loop passes
+/// the same buffers call after call (the caching allocator hands them back) and the encoding is a
+/// measurable part of a small call's host time.
 inline cudaError_t make_tma_2d(CUtensorMap* map, CUtensorMapDataType type, int element_bytes, void const* ptr,
                                int64_t rows, int64_t cols, int64_t ld, int box_rows, int box_cols,
                                CUtensorMapSwizzle swizzle) {
+  struct Key {
+    void const* ptr;
+    int64_t rows, cols, ld;
+    int type, element_bytes, box_rows, box_cols, swizzle;
+    bool operator==(Key const& o) const {
+      return ptr == o.ptr && rows == o.rows && cols == o.cols && ld == o.ld && type == o.type &&
+             element_bytes == o.element_bytes && box_rows == o.box_rows && box_cols == o.box_cols &&
+             swizzle == o.swizzle;
+    }
+  };
+  struct Entry {
+    Key key;
+    CUtensorMap map;
+  };
+  constexpr int kEntries = 8;
+  thread_local Entry cache[kEntries] = {};
+  thread_local int next = 0;
+  Key const key{ptr, rows, cols, ld, int(type), element_bytes, box_rows, box_cols, int(swizzle)};
+  for (Entry const& e : cache) {
+    if (e.key == key && ptr != nullptr) {
+      *map = e.map;
+      return cudaSuccess;
+    }
+  }
   EncodeTiledFn const encode = encode_tiled_fn();
   if (encode == nullptr) {
     return cudaErrorInitializationError;
@@ -45,7 +72,12 @@ inline cudaError_t make_tma_2d(CUtensorMap* map, CUtensorMapDataType type, int e
   CUresult const r = encode(map, type, 2, const_cast<void*>(ptr), dims, strides, box, element_strides,
                             CU_TENSOR_MAP_INTERLEAVE_NONE, swizzle, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
                             CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
-  return r == CUDA_SUCCESS ? cudaSuccess : cudaErrorInvalidValue;
+  if (r != CUDA_SUCCESS) {
+    return cudaErrorInvalidValue;
+  }
+  cache[next] = {key, *map};
+  next = (next + 1) % kEntries;
+  return cudaSuccess;
 }
 
 }  // namespace quantgemm
