@@ -149,6 +149,8 @@ class Family:
     kind: str = "mixed_input"
     epilogue: str = ""  #: scaled_mm: the epilogue/scaled.hpp formula
     kernel_suffix: str = ""  #: scaled_mm: the CUTLASS kernel schedule's suffix ("FP8FastAccum" or "")
+    #: mixed_input: group-scale rows per 64-deep k-block, 1 (groups of 64 and more) or 2 (groups of 32)
+    scale_rows: int = 1
 
     @property
     def schedule_type(self):
@@ -186,6 +188,8 @@ class Family:
                     out.append(f"{self.name}: bound {bound} admits nothing")
         for sched in self.all_schedules():
             out += [f"{self.name} {sched}: {p}" for p in sched.problems()]
+            if self.scale_rows == 2 and sched.tile_k != 64:
+                out.append(f"{self.name} {sched}: two scale rows a k-block need tile_k 64, got {sched.tile_k}")
             if self.kind == "block_scaled_mm":
                 out += [f"{self.name} {sched}: {p}" for p in block_scaled_problems(sched)]
         return out
@@ -241,6 +245,21 @@ _BORROWED_U8 = "the u8b128_bf16 rules (the same mainloop), until tuned on its ow
 U8_BF16 = replace(U8B128_BF16, name="u8_bf16", weight="u8", rules_source=_BORROWED_U8)
 U8B128_FP16 = replace(U8B128_BF16, name="u8b128_fp16", activation="cutlass::half_t", rules_source=_BORROWED_U8)
 U8_FP16 = replace(U8_BF16, name="u8_fp16", activation="cutlass::half_t")
+
+
+def group32(family: Family) -> Family:
+    """`family` for groups of 32, half a k-block: the mainloop loads and applies two scale (and
+    zero-point) rows per 64-deep block, one for each pair of k16 steps. Three hand-set 64-deep
+    tilings (decode, middle, prefill): such checkpoints are rare enough not to double the build."""
+    weight, activation = family.name.split("_")
+    schedules = (_tile(256, 8), _tile(128, 32), _tile(128, 128))
+    return replace(family, name=f"{weight}_g32_{activation}", scale_rows=2, space=schedules,
+                   rules=(Rule(schedules[0], m_max=8), Rule(schedules[1], m_max=32), Rule(schedules[2])),
+                   rules_source="hand-set (decode, middle and prefill tiles), until tuned")
+
+
+MIXED_INPUT_G32 = tuple(group32(f) for f in (U4B8_BF16, U4_BF16, U4B8_FP16, U4_FP16, U8B128_BF16, U8_BF16,
+                                             U8B128_FP16, U8_FP16))
 
 
 def _scaled(m: int, n: int, k: int = 128, cluster=(1, 1, 1), kernel: str = "coop", swap: bool = False,
@@ -318,4 +337,4 @@ FP8BLOCK_BF16 = with_rules(Family(
 
 FAMILIES: tuple[Family, ...] = (U4B8_BF16, U4_BF16, U4B8_FP16, U4_FP16, FP8FAST_BF16, FP8_BF16, INT8_BF16,
                                 FP8FAST_FP16, FP8_FP16, INT8_FP16, FP8BLOCK_BF16, U8B128_BF16, U8_BF16, U8B128_FP16,
-                                U8_FP16)
+                                U8_FP16) + MIXED_INPUT_G32

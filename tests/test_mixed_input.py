@@ -7,7 +7,7 @@ import pytest
 import torch
 
 import quantgemm
-from quantgemm import reference
+from quantgemm import mixed_input, reference
 from quantgemm.quantize import QUANTIZERS
 from quantgemm.testing import assert_gemm_close, poison_
 
@@ -42,7 +42,7 @@ def test_rejects_bad_activations(bad, match):
 
 
 @pytest.mark.parametrize("g,match", [(96, "group_size must be -1 or a positive divisor"),
-                                     (32, "group_size must be a multiple of 64"),
+                                     (16, "group_size must be 32, a multiple of 64 or -1"),
                                      (0, "group_size must be -1 or a positive divisor"),
                                      (1.5, "group_size must be an int")])
 def test_rejects_bad_group_size(g, match):
@@ -327,12 +327,13 @@ def test_mm_fp16_heuristic_matches_reference(weight_type, m):
 EIGHT_BIT = [("u8b128", torch.bfloat16), ("u8", torch.bfloat16), ("u8b128", torch.float16), ("u8", torch.float16)]
 
 
-def check_mm_8bit(m, n, k, g, weight_type, dtype, schedule=None):
+def check_mm_typed(m, n, k, g, weight_type, dtype, schedule=None):
+    """mm of any weight type and activation dtype against the reference, on a fresh weight."""
     gen = torch.Generator(device="cuda").manual_seed(n * 11 + k + g)
     w = torch.randn(n, k, device="cuda", dtype=dtype, generator=gen) / k ** 0.5 + 0.01
     w_q, scales, *zeros = QUANTIZERS[weight_type](w, g)
     zeros = zeros[0] if zeros else None
-    zero_point = 128 if zeros is None else 0
+    zero_point = mixed_input.ZERO_POINTS[weight_type] or 0
     w_max = reference._dequantize(w_q, scales, zeros, g, zero_point).abs().max().item()
     a = torch.randn(m, k, device="cuda", dtype=dtype)
     out = poison_(torch.empty(m, n, device="cuda", dtype=dtype))
@@ -355,7 +356,7 @@ def eight_bit_schedules(weight_type, dtype):
 def test_mm_8bit_every_schedule_matches_reference(weight_type, dtype, n, k, g):
     for schedule in eight_bit_schedules(weight_type, dtype):
         for m in (1, 37, 130):
-            check_mm_8bit(m, n, k, g, weight_type, dtype, schedule)
+            check_mm_typed(m, n, k, g, weight_type, dtype, schedule)
 
 
 @requires_hopper
@@ -363,7 +364,7 @@ def test_mm_8bit_every_schedule_matches_reference(weight_type, dtype, n, k, g):
 @pytest.mark.parametrize("m", [1, 16, 64, 257])
 def test_mm_8bit_heuristic_matches_reference(weight_type, dtype, m):
     eight_bit_schedules(weight_type, dtype)
-    check_mm_8bit(m, 28672, 8192, 128, weight_type, dtype)
+    check_mm_typed(m, 28672, 8192, 128, weight_type, dtype)
 
 
 def run_chain(x, layers, outs):
@@ -465,3 +466,35 @@ def test_mm_names_a_family_left_out_of_the_build():
     scales = torch.ones(1, 128, dtype=torch.bfloat16, device="cuda")
     with pytest.raises(ValueError, match="this build has no u8b128_bf16 kernels"):
         quantgemm.mm(torch.randn(2, 64, dtype=torch.bfloat16, device="cuda"), b, scales, -1)
+
+
+TYPES = [(w, d) for d in (torch.bfloat16, torch.float16) for w in mixed_input.WEIGHT_TYPES]
+
+
+@requires_hopper
+@pytest.mark.parametrize("weight_type,dtype", TYPES)
+@pytest.mark.parametrize("n,k", [(384, 320), (200, 96), (4096, 4096)])
+def test_mm_group_32_every_schedule_matches_reference(weight_type, dtype, n, k):
+    # (K = 96: the last 64-deep block holds one group, its second scale row falls past the scales)
+    schedules = quantgemm.supported_schedules(weight_type, dtype, group_size=32)
+    assert schedules and all("_g32_" in s for s in schedules)
+    for schedule in schedules:
+        for m in (1, 37, 130):
+            check_mm_typed(m, n, k, 32, weight_type, dtype, schedule)
+
+
+@requires_hopper
+@pytest.mark.parametrize("weight_type,dtype", TYPES)
+@pytest.mark.parametrize("m", [1, 16, 64, 257])
+def test_mm_group_32_heuristic_matches_reference(weight_type, dtype, m):
+    assert "_g32_" in quantgemm.select_schedule(m, 8192, 4096, weight_type, dtype, group_size=32)
+    check_mm_typed(m, 8192, 4096, 32, weight_type, dtype)
+
+
+def test_group_32_has_kernels_of_its_own():
+    e = quantgemm.explain(16, 4096, 4096, group_size=32)
+    assert not e.refused and all("_g32_" in name for name in e.schedules)
+    assert not any("_g32_" in name for name in quantgemm.explain(16, 4096, 4096, group_size=64).schedules)
+    with pytest.raises(ValueError, match="schedule must be one of"):
+        a, b, s, _ = cpu_problem()
+        quantgemm.mm(a, b, s.repeat_interleave(2, 0), 32, schedule=quantgemm.supported_schedules()[0])

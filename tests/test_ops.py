@@ -10,7 +10,7 @@ import quantgemm
 from quantgemm import reference
 from quantgemm.nn import QuantLinear
 
-from conftest import requires_hopper
+from conftest import hopper_available, requires_hopper
 
 
 def problem(weight_type="u4b8", dtype=torch.bfloat16, m=5, n=136, k=192, g=64, device="cpu", seed=0):
@@ -153,3 +153,73 @@ def test_scaled_mm_opcheck_and_compile_on_the_gpu(dtype, azp):
     opcheck_scaled(args)
     fn = torch.compile(lambda *xs: torch.ops.quantgemm.scaled_mm(*xs) * 2, fullgraph=True)
     assert torch.equal(fn(*args), torch.ops.quantgemm.scaled_mm(*args) * 2)
+
+
+def entry_points(device):
+    """{name: (call, its float inputs)}: every public GPU entry point on fresh operands of one small
+    problem, each call taking its floating-point operands as arguments (so that they can be passed as
+    parameters that require grad)."""
+    torch.manual_seed(3)
+    x = torch.randn(5, 256, dtype=torch.bfloat16, device=device)
+    w = torch.randn(384, 256, dtype=torch.bfloat16, device=device) / 16
+    w_q, s = quantgemm.quantize_u4b8(w, 128)
+    b = quantgemm.prepack_b(w_q)
+    a8, sa = quantgemm.quantize_fp8(x)
+    b8, sb = quantgemm.quantize_fp8(w)
+    ag, sag = quantgemm.quantize_fp8_groups(x)
+    bb, sbb = quantgemm.quantize_fp8_blocks(w)
+    linear = torch.nn.Linear(256, 384, dtype=torch.bfloat16, device=device)
+    quant = QuantLinear.from_linear(linear)
+    scaled_layer = quantgemm.nn.ScaledLinear.from_linear(linear, torch.float8_e4m3fn)
+    block_layer = quantgemm.nn.BlockScaledLinear.from_linear(linear)
+    return {
+        "mm": (lambda x, s: quantgemm.mm(x, b, s, 128), (x, s)),
+        "mm op": (lambda x, s: torch.ops.quantgemm.mm(x, b.data, 384, 256, "u4b8", s, 128), (x, s)),
+        "scaled_mm": (lambda sa, sb: quantgemm.scaled_mm(a8, b8, sa, sb.reshape(-1)), (sa, sb)),
+        "block_scaled_mm": (lambda sag, sbb: quantgemm.block_scaled_mm(ag, sag, bb, sbb), (sag, sbb)),
+        "quantize_fp8": (lambda x: quantgemm.quantize_fp8(x)[0].float(), (x,)),
+        "quantize_int8": (lambda x: quantgemm.quantize_int8(x)[0], (x,)),
+        "quantize_fp8_groups": (lambda x: quantgemm.quantize_fp8_groups(x)[0].float(), (x,)),
+        "QuantLinear": (quant, (x,)),
+        "ScaledLinear": (scaled_layer, (x,)),
+        "BlockScaledLinear": (block_layer, (x,)),
+    }
+
+
+GPU_ONLY = {"mm", "scaled_mm", "block_scaled_mm"}  # (the others take the reference path on the CPU)
+
+
+@pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=requires_hopper)])
+def test_parameters_that_require_grad_are_read_as_values(device):
+    for name, (call, inputs) in entry_points(device).items():
+        if device == "cpu" and name in GPU_ONLY:
+            continue
+        want = call(*inputs)
+        got = call(*(torch.nn.Parameter(t.clone()) for t in inputs))
+        assert torch.equal(got, want), name
+
+
+@requires_hopper
+def test_no_entry_point_synchronizes_the_host():
+    calls = entry_points("cuda")
+    torch.cuda.synchronize()
+    torch.cuda.set_sync_debug_mode("error")  # a synchronizing CUDA call in torch now raises
+    try:
+        for name, (call, inputs) in calls.items():
+            for _ in range(2):  # the first call (workspaces, one-time setup) and a later one
+                call(*inputs)
+    finally:
+        torch.cuda.set_sync_debug_mode(0)
+
+
+@pytest.mark.skipif(not (hopper_available() and torch.cuda.device_count() > 1), reason="needs two sm_90 GPUs")
+def test_operands_on_a_device_that_is_not_current():
+    calls = entry_points("cuda:1")
+    with torch.cuda.device(1):
+        want = {name: call(*inputs) for name, (call, inputs) in calls.items()}
+    with torch.cuda.device(0):
+        got = {name: call(*inputs) for name, (call, inputs) in calls.items()}
+        assert torch.cuda.current_device() == 0
+    torch.cuda.synchronize(1)
+    for name in calls:
+        assert got[name].device == torch.device("cuda:1") and torch.equal(got[name], want[name]), name

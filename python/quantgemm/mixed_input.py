@@ -76,12 +76,21 @@ def _padded(n: int, k: int) -> tuple[int, int]:
     return -(-n // BLOCK_N) * BLOCK_N, -(-k // BLOCK_K) * BLOCK_K
 
 
+GROUP_32 = BLOCK_K // 2  # groups of half a k-block: kernels of their own, two scale rows a block
+
+
 def _check_group(k: int, group_size: int) -> int:
-    """The number of scale rows; ValueError unless group_size is -1 (or K) or a multiple of 64 dividing K."""
+    """The number of scale rows; ValueError unless group_size is -1 (or K), 32, or a multiple of 64,
+    dividing K."""
     groups = group_count(k, group_size)
-    if groups > 1 and (k // groups) % BLOCK_K != 0:
-        raise ValueError(f"group_size must be a multiple of {BLOCK_K} (or -1), got {group_size}")
+    if groups > 1 and (k // groups) % BLOCK_K != 0 and k // groups != GROUP_32:
+        raise ValueError(f"group_size must be {GROUP_32}, a multiple of {BLOCK_K} or -1, got {group_size}")
     return groups
+
+
+def _two_scale_rows(k: int, group_size: int) -> bool:
+    """Whether the problem takes the kernels for groups of 32 (two scale rows a 64-deep block)."""
+    return group_size == GROUP_32 and k != GROUP_32
 
 
 def check_prepack_args(w_q: torch.Tensor, weight_type: str, perm: torch.Tensor | None = None) -> tuple[int, int]:
@@ -142,30 +151,32 @@ def unpack_b(b: PrepackedWeight) -> torch.Tensor:
     return codes[:b.n, :b.k].contiguous()
 
 
-_FAMILIES = {(w, d): f"{w}_{name}" for w in WEIGHT_TYPES for d, name in DTYPES.items()}
+_FAMILIES = {(w, d, g32): f"{w}{'_g32' if g32 else ''}_{name}"
+             for w in WEIGHT_TYPES for d, name in DTYPES.items() for g32 in (False, True)}
 
 
-def _family(weight_type: str, dtype: torch.dtype = torch.bfloat16) -> str:
-    """The kernel family of a weight type and an activation dtype."""
-    family = _FAMILIES.get((weight_type, dtype))
+def _family(weight_type: str, dtype: torch.dtype = torch.bfloat16, group32: bool = False) -> str:
+    """The kernel family of a weight type, an activation dtype and (group32) groups of 32."""
+    family = _FAMILIES.get((weight_type, dtype, group32))
     if family is not None:
         return family
     if weight_type not in WEIGHT_TYPES:
         raise ValueError(f"weight_type must be one of {WEIGHT_TYPES}, got {weight_type!r}")
-    if dtype not in DTYPES:
-        raise TypeError(f"dtype must be one of {list(DTYPES)}, got {dtype}")
-    return f"{weight_type}_{DTYPES[dtype]}"
+    raise TypeError(f"dtype must be one of {list(DTYPES)}, got {dtype}")
 
 
-def supported_schedules(weight_type: str = "u4b8", dtype: torch.dtype = torch.bfloat16) -> list[str]:
-    """Every compiled schedule for `weight_type` weights and `dtype` activations, each usable as
+def supported_schedules(weight_type: str = "u4b8", dtype: torch.dtype = torch.bfloat16,
+                        group_size: int = 128) -> list[str]:
+    """Every compiled schedule for `weight_type` weights, `dtype` activations and groups of
+    `group_size` (32 has schedules of its own, every other size shares them), each usable as
     mm(..., schedule=...)."""
-    return list(compiled_schedules(_family(weight_type, dtype)))
+    return list(compiled_schedules(_family(weight_type, dtype, group_size == GROUP_32)))
 
 
-def select_schedule(m: int, n: int, k: int, weight_type: str = "u4b8", dtype: torch.dtype = torch.bfloat16) -> str:
+def select_schedule(m: int, n: int, k: int, weight_type: str = "u4b8", dtype: torch.dtype = torch.bfloat16,
+                    group_size: int = 128) -> str:
     """The schedule the heuristic picks for an M x N x K problem."""
-    return native().select(_family(weight_type, dtype), m, n, k)
+    return native().select(_family(weight_type, dtype, _two_scale_rows(k, group_size)), m, n, k)
 
 
 @dataclass
@@ -213,8 +224,8 @@ def explain(m: int, n: int, k: int, group_size: int = 128, schedule: str | None 
             check()
         except ValueError as e:
             refused.append(str(e))
-    family = _family(weight_type, dtype)
-    compiled = supported_schedules(weight_type, dtype)
+    family = _family(weight_type, dtype, _two_scale_rows(k, group_size))
+    compiled = list(compiled_schedules(family))
     if not compiled:
         refused.append(_not_built(family))
     elif schedule is not None and schedule not in compiled:
@@ -226,7 +237,7 @@ def explain(m: int, n: int, k: int, group_size: int = 128, schedule: str | None 
         if schedule is not None:
             picked, rule = schedule, "named by the caller"
         else:
-            picked = select_schedule(m, n, k, weight_type, dtype)
+            picked = native().select(family, m, n, k)
             condition = next(c for c, name in native().rules(family) if _rule_holds(c, m, n, k))
             rule = f"rule: {condition or 'any problem'}"
     schedules = {}
@@ -288,7 +299,7 @@ def check_mm_args(a: torch.Tensor, b: PrepackedWeight, group_scales: torch.Tenso
     if out is not None:
         _checks.tensor("out", out, dtype=a.dtype, ndim=2)
         _checks.shape("out", out, (m, n))
-    family = _family(b.weight_type, a.dtype)
+    family = _family(b.weight_type, a.dtype, _two_scale_rows(k, group_size))
     if ZERO_POINTS[b.weight_type] is None:
         if group_zeros is None:
             raise ValueError(f"group_zeros must be given for a {b.weight_type} weight (zero points per group and column)")
@@ -300,7 +311,7 @@ def check_mm_args(a: torch.Tensor, b: PrepackedWeight, group_scales: torch.Tenso
     if token_scales is not None:
         _checks.dense("token_scales", token_scales, torch.float32, (m,))
     if schedule is not None and schedule not in compiled_schedules(family):
-        raise ValueError(f"schedule must be one of {supported_schedules(b.weight_type, a.dtype)}, got {schedule!r}")
+        raise ValueError(f"schedule must be one of {list(compiled_schedules(family))}, got {schedule!r}")
     return family, m, n
 
 
@@ -320,9 +331,10 @@ def mm(a: torch.Tensor, b: PrepackedWeight, group_scales: torch.Tensor, group_si
     elements; the scales, zero points and output have a's dtype.
     b: prepack_b(w_q) of the [N, K] codes, on a's device.
     group_scales: [K / group_size, N], a's dtype, contiguous.
-    group_size: a multiple of 64 dividing K, or -1 for one group over K.
+    group_size: a multiple of 64 dividing K, 32 dividing K (kernels of their own, which load two
+    scale rows per 64-deep block), or -1 for one group over K.
     out: optional [M, N] destination in a's dtype (same stride rules as a); allocated by torch otherwise.
-    schedule: a name from supported_schedules(b.weight_type) to override the heuristic.
+    schedule: a name from supported_schedules(b.weight_type, a.dtype, group_size) to override the heuristic.
     group_zeros: for u4 and u8 weights (and only for them), the zero points [K / group_size, N] as
     integers (0..15, 0..255) in a's dtype, contiguous. The kernel computes (q - zero) exactly in bf16, then multiplies
     by the scale (rounded once).

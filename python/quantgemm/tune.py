@@ -210,7 +210,9 @@ def measure(models: list[str], ms: list[int], group_size: int, writer=None, fami
                                                  use_fast_accum=kind == "fp8fast")
     else:
         weight_type, dtype = kind, torch.float16 if family.endswith("_fp16") else torch.bfloat16
-        schedules = mixed_input.supported_schedules(weight_type, dtype)
+        if ("_g32_" in family) != (group_size == mixed_input.GROUP_32):
+            raise ValueError(f"tune {family} with --group-size 32, and only such families")
+        schedules = mixed_input.supported_schedules(weight_type, dtype, group_size)
 
         def weights(w):
             return quantized_copies(w.to(dtype), group_size, l2, weight_type)[4]

@@ -7,8 +7,9 @@
 
     A CTA tile is TileN weight rows (one or two prepacked 128-row blocks; two consumer warpgroups of
     64 rows per block) x TileM activation rows. One stage holds, for TileK (64 or 128) of k, the
-    tile's prepacked blocks with the group-scale row of each 64 of k, and a TileM x TileK activation
-    tile (128B-swizzled, K-major: the wgmma B operand, shared by every block of the stage).
+    tile's prepacked blocks with the group-scale row of each 64 of k (ScaleRows 2, groups of 32: two
+    rows, one for each half of the block's k16 steps), and a TileM x TileK activation tile
+    (128B-swizzled, K-major: the wgmma B operand, shared by every block of the stage).
 */
 #pragma once
 
@@ -40,7 +41,7 @@ struct PipelineState {
   }
 };
 
-template <class Weight, class ElementA_, int TileN_, int TileM_, int TileK_, int Stages_>
+template <class Weight, class ElementA_, int TileN_, int TileM_, int TileK_, int Stages_, int ScaleRows_ = 1>
 struct Sm90MmaBulkTmaGmmaRsMixedInput {
   using ElementA = ElementA_;  // activations, scales, zero points and output
   static_assert(cute::is_same_v<ElementA, cutlass::bfloat16_t> || cute::is_same_v<ElementA, cutlass::half_t>,
@@ -57,6 +58,9 @@ struct Sm90MmaBulkTmaGmmaRsMixedInput {
   static constexpr int Stages = Stages_;
   static constexpr int kBlocksN = TileN / BLayout::kBlockN;  // prepacked blocks per stage
   static_assert(kBlocksN * BLayout::kBlockN == TileN && (kBlocksN == 1 || kBlocksN == 2));
+  static constexpr int ScaleRows = ScaleRows_;  // group-scale (and zero-point) rows per k-block
+  static_assert(ScaleRows == 1 || (ScaleRows == 2 && kKBlocks == 1 && BLayout::kKSteps % 2 == 0),
+                "two scale rows a k-block (groups of 32) are for 64-deep stages");
   static constexpr int kConsumerThreads = BLayout::kThreads;
   static constexpr int kConsumerWarps = kConsumerThreads / 32;
   using Pipeline = PipelineState<Stages>;
@@ -83,13 +87,13 @@ struct Sm90MmaBulkTmaGmmaRsMixedInput {
   static constexpr uint32_t kBlockScaleBytes = BLayout::kBlockN * sizeof(ElementA);
   static constexpr bool kGroupZeros = Weight::kGroupZeros;  // a zero-point row beside each scale row
   static constexpr uint32_t kStageBytes =
-      kKBlocks * kBlocksN * (BLayout::kBlockBytes + (kGroupZeros ? 2 : 1) * kBlockScaleBytes) + kActBytes;
+      kKBlocks * kBlocksN * (BLayout::kBlockBytes + (kGroupZeros ? 2 : 1) * ScaleRows * kBlockScaleBytes) + kActBytes;
 
   struct SharedStorage {
     cute::array_aligned<ElementA, cute::cosize_v<SmemLayoutAct>, 1024> act;
     cute::array_aligned<uint8_t, Stages * kKBlocks * kBlocksN * BLayout::kBlockBytes, 128> b;  // [stage][kb][blk]
-    cute::array_aligned<ElementA, Stages * kKBlocks * TileN, 128> scales;                       // [stage][kb][n]
-    cute::array_aligned<ElementA, kGroupZeros ? Stages * kKBlocks * TileN : 8, 128> zeros;     // [stage][kb][n]
+    cute::array_aligned<ElementA, Stages * kKBlocks * ScaleRows * TileN, 128> scales;  // [stage][kb][row][n]
+    cute::array_aligned<ElementA, kGroupZeros ? Stages * kKBlocks * ScaleRows * TileN : 8, 128> zeros;  // likewise
     uint64_t full[Stages];
     uint64_t empty[Stages];
   };
@@ -100,7 +104,8 @@ struct Sm90MmaBulkTmaGmmaRsMixedInput {
     ElementA const* zeros;     ///< [groups, N] zero points (weights with group zeros; else unused)
     int N;
     int k_blocks;              ///< prepacked k-blocks of a block row: ceil(K / 64)
-    int group_k_blocks;        ///< k-blocks a group spans
+    int group_k_blocks;        ///< k-blocks a group spans (ScaleRows 2: 1, each block two groups)
+    int groups;                ///< scale rows
   };
 
   using Accumulator = decltype(cute::partition_fragment_C(
@@ -127,19 +132,21 @@ struct Sm90MmaBulkTmaGmmaRsMixedInput {
     int kb;                  ///< the next block's k-block
     int group_left;          ///< blocks left in the current group
     uint32_t scale_bytes;    ///< the row's scale bytes inside N (0: the row lies past N)
+    ElementA const* last_scales;  ///< ScaleRows 2: the last scale row (a block past the groups repeats it)
   };
 
   /// The cursor of block row blk of tile n_tile at k-block kb (in units of 64 of k).
   CUTE_DEVICE static LoadCursor cursor(Params const& p, int n_tile, int blk, int kb) {
     int const nb = n_tile * kBlocksN + blk;
     int const rows = p.N - nb * BLayout::kBlockN;
-    int64_t const row = int64_t(kb / p.group_k_blocks) * p.N + nb * BLayout::kBlockN;
+    int64_t const row = int64_t(kb / p.group_k_blocks) * ScaleRows * p.N + nb * BLayout::kBlockN;
     return LoadCursor{p.b + BLayout::block_offset_bytes(nb, kb, p.k_blocks * BLayout::kBlockK),
                       p.scales + row,
                       kGroupZeros ? p.zeros + row : nullptr,
                       kb,
                       p.group_k_blocks - kb % p.group_k_blocks,
-                      rows <= 0 ? 0u : uint32_t((rows < BLayout::kBlockN ? rows : BLayout::kBlockN) * sizeof(ElementA))};
+                      rows <= 0 ? 0u : uint32_t((rows < BLayout::kBlockN ? rows : BLayout::kBlockN) * sizeof(ElementA)),
+                      ScaleRows == 2 ? p.scales + int64_t(p.groups - 1) * p.N + nb * BLayout::kBlockN : nullptr};
   }
 
   /// Weight producer of block row blk (one thread): fills the next stage with the row's weight
@@ -152,7 +159,8 @@ struct Sm90MmaBulkTmaGmmaRsMixedInput {
   CUTE_DEVICE static void load(Params const& p, SharedStorage& s, Pipeline& pipe, LoadCursor& c, int blk) {
     int const i = pipe.index;
     cutlass::arch::ClusterBarrier::wait(&s.empty[i], pipe.phase ^ 1u);
-    uint32_t const bytes = c.scale_bytes ? kKBlocks * (BLayout::kBlockBytes + (kGroupZeros ? 2 : 1) * c.scale_bytes) : 0;
+    uint32_t const bytes =
+        c.scale_bytes ? kKBlocks * (BLayout::kBlockBytes + (kGroupZeros ? 2 : 1) * ScaleRows * c.scale_bytes) : 0;
     cutlass::arch::ClusterTransactionBarrier::arrive_and_expect_tx(&s.full[i], bytes);
     CUTE_UNROLL
     for (int kb = 0; kb < kKBlocks; ++kb) {
@@ -160,20 +168,25 @@ struct Sm90MmaBulkTmaGmmaRsMixedInput {
       if (c.scale_bytes) {
         cute::SM90_BULK_COPY_G2S::copy(c.b, &s.full[i], s.b.data() + (slot * kBlocksN + blk) * BLayout::kBlockBytes,
                                        BLayout::kBlockBytes);
-        cute::SM90_BULK_COPY_G2S::copy(c.scales, &s.full[i], s.scales.data() + slot * TileN + blk * BLayout::kBlockN,
-                                       c.scale_bytes);
-        if constexpr (kGroupZeros) {
-          cute::SM90_BULK_COPY_G2S::copy(c.zeros, &s.full[i], s.zeros.data() + slot * TileN + blk * BLayout::kBlockN,
-                                         c.scale_bytes);
+        CUTE_UNROLL
+        for (int h = 0; h < ScaleRows; ++h) {
+          // (of a K that ends half-way through its last block, that block's second row repeats its first:
+          // its codes and activation columns there are zeros)
+          int64_t const next = h == 0 || c.scales + p.N > c.last_scales ? 0 : p.N;
+          int const to = (slot * ScaleRows + h) * TileN + blk * BLayout::kBlockN;
+          cute::SM90_BULK_COPY_G2S::copy(c.scales + next, &s.full[i], s.scales.data() + to, c.scale_bytes);
+          if constexpr (kGroupZeros) {
+            cute::SM90_BULK_COPY_G2S::copy(c.zeros + next, &s.full[i], s.zeros.data() + to, c.scale_bytes);
+          }
         }
       }
       if (kKBlocks == 1 || ++c.kb < p.k_blocks) {
         c.b += BLayout::kBlockBytes;
         if (--c.group_left == 0) {
           c.group_left = p.group_k_blocks;
-          c.scales += p.N;
+          c.scales += ScaleRows * p.N;
           if constexpr (kGroupZeros) {
-            c.zeros += p.N;
+            c.zeros += ScaleRows * p.N;
           }
         }
       }
@@ -239,8 +252,8 @@ struct Sm90MmaBulkTmaGmmaRsMixedInput {
       int const i = pipe.index;
       cutlass::arch::ClusterTransactionBarrier::wait(&s.full[i], pipe.phase);
       uint4 packed[kKBlocks][kBlocksN][kLoads];
-      typename Convert::Pair scale[kKBlocks][kBlocksN][4];
-      typename Convert::Offset offset[kKBlocks][kBlocksN][4];  // -(magic + zero point)
+      typename Convert::Pair scale[kKBlocks][kBlocksN][ScaleRows][4];
+      typename Convert::Offset offset[kKBlocks][kBlocksN][ScaleRows][4];  // -(magic + zero point)
       CUTE_UNROLL
       for (int kb = 0; kb < kKBlocks; ++kb) {
         int const slot = i * kKBlocks + kb;
@@ -251,20 +264,20 @@ struct Sm90MmaBulkTmaGmmaRsMixedInput {
             packed[kb][blk][l] = *reinterpret_cast<uint4 const*>(
                 s.b.data() + (slot * kBlocksN + blk) * BLayout::kBlockBytes + BLayout::load_offset(ct, l));
           }
-          uint32_t const lo = scales[slot * TileN + blk * BLayout::kBlockN + row];
-          uint32_t const hi = scales[slot * TileN + blk * BLayout::kBlockN + row + 8];
-          // registers {a0a1, a2a3, a4a5, a6a7} hold rows {g, g+8, g, g+8}
-          scale[kb][blk][0] = scale[kb][blk][2] = Convert::splat(lo);
-          scale[kb][blk][1] = scale[kb][blk][3] = Convert::splat(hi);
-          if constexpr (kGroupZeros) {
-            offset[kb][blk][0] = offset[kb][blk][2] =
-                Convert::offset_of(zeros[slot * TileN + blk * BLayout::kBlockN + row]);
-            offset[kb][blk][1] = offset[kb][blk][3] =
-                Convert::offset_of(zeros[slot * TileN + blk * BLayout::kBlockN + row + 8]);
-          } else {
-            CUTE_UNROLL
-            for (int r = 0; r < 4; ++r) {
-              offset[kb][blk][r] = Convert::fixed_offset();
+          CUTE_UNROLL
+          for (int h = 0; h < ScaleRows; ++h) {
+            int const at = (slot * ScaleRows + h) * TileN + blk * BLayout::kBlockN + row;
+            // registers {a0a1, a2a3, a4a5, a6a7} hold rows {g, g+8, g, g+8}
+            scale[kb][blk][h][0] = scale[kb][blk][h][2] = Convert::splat(scales[at]);
+            scale[kb][blk][h][1] = scale[kb][blk][h][3] = Convert::splat(scales[at + 8]);
+            if constexpr (kGroupZeros) {
+              offset[kb][blk][h][0] = offset[kb][blk][h][2] = Convert::offset_of(zeros[at]);
+              offset[kb][blk][h][1] = offset[kb][blk][h][3] = Convert::offset_of(zeros[at + 8]);
+            } else {
+              CUTE_UNROLL
+              for (int r = 0; r < 4; ++r) {
+                offset[kb][blk][h][r] = Convert::fixed_offset();
+              }
             }
           }
         }
@@ -292,10 +305,11 @@ struct Sm90MmaBulkTmaGmmaRsMixedInput {
           for (int j = 0; j < BLayout::kKSteps; ++j) {
             Tensor a = recast<uint32_t>(tCrA[P](_, blk, kb * BLayout::kKSteps + j));
             uint32_t converted[4];
+            int const g = j * ScaleRows / BLayout::kKSteps;  // the scale row of this k16 step
             if constexpr (Weight::kBits == 4) {
-              Convert::convert(words[j], offset[kb][blk], scale[kb][blk], converted);
+              Convert::convert(words[j], offset[kb][blk][g], scale[kb][blk][g], converted);
             } else {
-              Convert::convert(words[2 * j], words[2 * j + 1], offset[kb][blk], scale[kb][blk], converted);
+              Convert::convert(words[2 * j], words[2 * j + 1], offset[kb][blk][g], scale[kb][blk][g], converted);
             }
             CUTE_UNROLL
             for (int r = 0; r < 4; ++r) {

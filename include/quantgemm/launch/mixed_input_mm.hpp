@@ -9,7 +9,8 @@
     (layout/prepacked_b.hpp) of an [N, K] u4b8 or u4 weight, zero-padded (code 8) to a multiple of
     128 rows and 64 columns; group_scales (and for u4 group_zeros, integer zero points as bf16):
     [K / group_size, N] bf16, contiguous; out: [M, N] bf16, row
-    stride ldo. N and K multiples of 8; group_size K (one group) or a multiple of 64 dividing K. Stream-K needs scratch: `workspace` (fp32 partials, reused freely) and
+    stride ldo. N and K multiples of 8; group_size K (one group), a multiple of 64 dividing K, or 32
+    dividing K (the schedules compiled for groups of 32). Stream-K needs scratch: `workspace` (fp32 partials, reused freely) and
     `counters` (int32, zero at rest; the kernel leaves them zero). A launch that needs more than
     given returns kWorkspaceTooSmall with the sizes it needs, launching nothing.
 */
@@ -51,7 +52,7 @@ using MixedInputMmLaunchFn = LaunchResult (*)(MixedInputMmArgs const&);
 /// Structural checks shared by every schedule.
 inline bool mixed_input_mm_args_valid(MixedInputMmArgs const& x) {
   return x.M >= 0 && x.N > 0 && x.K > 0 && x.N % 8 == 0 && x.K % 8 == 0 &&
-         (x.group_size == x.K || (x.group_size > 0 && x.group_size % 64 == 0 && x.K % x.group_size == 0)) &&
+         (x.group_size == x.K || (x.group_size > 0 && x.group_size % 32 == 0 && x.K % x.group_size == 0)) &&
          x.lda >= x.K && x.lda % 8 == 0 && x.ldo >= x.N &&
          x.ldo % 8 == 0 && (x.M == 0 || (x.a && x.b && x.group_scales && x.out));
 }

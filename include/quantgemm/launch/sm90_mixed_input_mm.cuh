@@ -17,9 +17,9 @@ namespace quantgemm {
 inline constexpr int kSm90SharedMemoryBytes = 232448;  // 227 KB per block
 
 /// As many stages as fit beside the epilogue tile, at most 32.
-template <class Weight, class Element, int TileN, int TileM, int TileK>
+template <class Weight, class Element, int TileN, int TileM, int TileK, int ScaleRows>
 constexpr int sm90_mixed_input_stages() {
-  using Probe = Sm90MmaBulkTmaGmmaRsMixedInput<Weight, Element, TileN, TileM, TileK, 1>;
+  using Probe = Sm90MmaBulkTmaGmmaRsMixedInput<Weight, Element, TileN, TileM, TileK, 1, ScaleRows>;
   constexpr int kFixed = TileM * TileN * 2 + 2048;
   constexpr int kStages = (kSm90SharedMemoryBytes - kFixed) / int(Probe::kStageBytes + 16);
   return kStages < 32 ? kStages : 32;
@@ -37,16 +37,21 @@ inline bool programmatic_launch_enabled() {
 /// The shortest stream-K range worth its fixup, in k.
 inline constexpr int kMinStreamKDepth = 256;
 
-template <class Weight, class Element, int TileN, int TileM, int TileK>
+/// One schedule; ScaleRows 2 is the variant for groups of 32 (two scale rows a 64-deep k-block),
+/// which takes group_size 32 only, and ScaleRows 1 every other group size.
+template <class Weight, class Element, int TileN, int TileM, int TileK, int ScaleRows = 1>
 LaunchResult launch_sm90_mixed_input_mm(MixedInputMmArgs const& x) {
-  using Mainloop = Sm90MmaBulkTmaGmmaRsMixedInput<Weight, Element, TileN, TileM, TileK,
-                                                   sm90_mixed_input_stages<Weight, Element, TileN, TileM, TileK>()>;
+  using Mainloop =
+      Sm90MmaBulkTmaGmmaRsMixedInput<Weight, Element, TileN, TileM, TileK,
+                                     sm90_mixed_input_stages<Weight, Element, TileN, TileM, TileK, ScaleRows>(),
+                                     ScaleRows>;
   using BLayout = typename Mainloop::BLayout;
   using Kernel = Sm90GemmMixedInputStreamK<Mainloop>;
   static_assert(Kernel::kSharedBytes <= kSm90SharedMemoryBytes, "shared storage too large");
 
   LaunchResult result;
-  if (!mixed_input_mm_args_valid(x) || (Weight::kGroupZeros && x.M > 0 && x.group_zeros == nullptr)) {
+  bool const group_ok = ScaleRows == 2 ? x.group_size == 32 && x.K != 32 : x.group_size == x.K || x.group_size % 64 == 0;
+  if (!mixed_input_mm_args_valid(x) || !group_ok || (Weight::kGroupZeros && x.M > 0 && x.group_zeros == nullptr)) {
     result.status = Status::kInvalidArgument;
     return result;
   }
@@ -98,7 +103,9 @@ LaunchResult launch_sm90_mixed_input_mm(MixedInputMmArgs const& x) {
   p.mainloop.zeros = static_cast<Element const*>(x.group_zeros);
   p.mainloop.N = x.N;
   p.mainloop.k_blocks = (x.K + BLayout::kBlockK - 1) / BLayout::kBlockK;
-  p.mainloop.group_k_blocks = x.group_size == x.K ? p.mainloop.k_blocks : x.group_size / BLayout::kBlockK;
+  p.mainloop.group_k_blocks =
+      ScaleRows == 2 ? 1 : (x.group_size == x.K ? p.mainloop.k_blocks : x.group_size / BLayout::kBlockK);
+  p.mainloop.groups = x.K / x.group_size;
   p.work = work;
   p.workspace = static_cast<float*>(x.workspace);
   p.counters = x.counters;
