@@ -269,7 +269,7 @@ def bench_shape(model, layer, n, k, ms, group_size, bandwidth, l2_bytes, check=T
                                                                       group_zeros=z)
                                 for b, s, z in q_copies])
             rows.append(Row(model, layer, n, k, m, qg, tt, qbytes / bandwidth * 1e6,
-                            sched or mixed_input.select_schedule(m, n, k, weight_type)))
+                            sched or mixed_input.select_schedule(m, n, k, weight_type, group_size=group_size)))
             print(format_row(rows[-1]), flush=True)
     return rows
 
