@@ -249,13 +249,15 @@ U8_FP16 = replace(U8_BF16, name="u8_fp16", activation="cutlass::half_t")
 
 def group32(family: Family) -> Family:
     """`family` for groups of 32, half a k-block: the mainloop loads and applies two scale (and
-    zero-point) rows per 64-deep block, one for each pair of k16 steps. Three hand-set 64-deep
-    tilings (decode, middle, prefill): such checkpoints are rare enough not to double the build."""
+    zero-point) rows per 64-deep block, one for each pair of k16 steps. Four hand-set 64-deep
+    tilings, after what the tuner chose for the other groups (decode; up to M = 64, 128 or 256
+    weight rows by N; prefill): such checkpoints are rare enough not to double the build."""
     weight, activation = family.name.split("_")
-    schedules = (_tile(256, 8), _tile(128, 32), _tile(128, 128))
-    return replace(family, name=f"{weight}_g32_{activation}", scale_rows=2, space=schedules,
-                   rules=(Rule(schedules[0], m_max=8), Rule(schedules[1], m_max=32), Rule(schedules[2])),
-                   rules_source="hand-set (decode, middle and prefill tiles), until tuned")
+    decode, middle_n, middle, prefill = _tile(256, 8), _tile(128, 64), _tile(256, 64), _tile(128, 128)
+    return replace(family, name=f"{weight}_g32_{activation}", scale_rows=2, space=(decode, middle_n, middle, prefill),
+                   rules=(Rule(decode, m_max=8), Rule(middle_n, m_max=64, n_max=10240), Rule(middle, m_max=64),
+                          Rule(prefill)),
+                   rules_source="hand-set after the group-128 timings, until tuned")
 
 
 MIXED_INPUT_G32 = tuple(group32(f) for f in (U4B8_BF16, U4_BF16, U4B8_FP16, U4_FP16, U8B128_BF16, U8_BF16,
