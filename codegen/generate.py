@@ -8,7 +8,7 @@ a subset (for development): rules naming a schedule left out are dropped, and th
 becomes the catch-all; it may also name a family's candidate schedules, which are compiled (for
 measuring) but reached only by name; "all" compiles every candidate (for the tuner), "<family>:all"
 every candidate of one family, "<family>" the schedules its rules name and "default" the
-schedules the rules name of the families a default build includes. --rules takes a family's rules
+schedules every family's rules name. --rules takes a family's rules
 from another rules file (default: codegen/rules/<family>.json). --list prints the files that would
 be written, one per line.
 """

@@ -257,7 +257,9 @@ def main(argv: list[str] | None = None) -> int:
 
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--family", default=FAMILY,
-                        help="the family to tune (u4b8_bf16, fp8fast_bf16, fp8_bf16, int8_bf16, fp8block_bf16)")
+                        help="the family to tune: a mixed-input one (u4b8_bf16, u4_fp16, u8b128_bf16, ...; "
+                             "the *_g32_* ones with --group-size 32), fp8fast_bf16, fp8_bf16, int8_bf16 or "
+                             "fp8block_bf16")
     parser.add_argument("--models", default=",".join(MODELS), help=f"comma-separated, of {list(MODELS)}")
     parser.add_argument("--m", default=",".join(map(str, M_BUCKETS)), help="comma-separated M buckets")
     parser.add_argument("--group-size", type=int, default=128)
