@@ -495,6 +495,8 @@ def test_group_32_has_kernels_of_its_own():
     e = quantgemm.explain(16, 4096, 4096, group_size=32)
     assert not e.refused and all("_g32_" in name for name in e.schedules)
     assert not any("_g32_" in name for name in quantgemm.explain(16, 4096, 4096, group_size=64).schedules)
+    one_group = quantgemm.explain(16, 4096, 32, group_size=32)  # K = 32: one group, the usual kernels
+    assert not one_group.refused and not any("_g32_" in name for name in one_group.schedules)
     with pytest.raises(ValueError, match="schedule must be one of"):
         a, b, s, _ = cpu_problem()
         quantgemm.mm(a, b, s.repeat_interleave(2, 0), 32, schedule=quantgemm.supported_schedules()[0])
