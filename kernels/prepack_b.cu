@@ -63,8 +63,8 @@ void unpack_host(uint8_t const* packed, int N, int K, uint8_t* codes) {
   }
 }
 
-using Layout4 = PrepackedBLayout<u4b8>;
-using Layout8 = PrepackedBLayout<u8b128>;
+using Layout4 = PrepackedBLayoutOfBits<4>;
+using Layout8 = PrepackedBLayoutOfBits<8>;
 
 }  // namespace
 

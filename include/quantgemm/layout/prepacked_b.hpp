@@ -33,11 +33,6 @@
 
 namespace quantgemm {
 
-template <class Weight>
-struct PrepackedBLayout {
-  static_assert(sizeof(Weight) == 0, "quantgemm: no prepacked layout for this weight type");
-};
-
 /// The layout of Bits-bit codes (4 or 8).
 template <int Bits>
 struct PrepackedBLayoutOfBits {
@@ -121,17 +116,9 @@ struct PrepackedBLayoutOfBits {
   }
 };
 
-template <>
-struct PrepackedBLayout<u4b8> : PrepackedBLayoutOfBits<4> {};
-
-/// u4 codes (zero points per group) use the same layout: only the offset the converter subtracts differs.
-template <>
-struct PrepackedBLayout<u4> : PrepackedBLayoutOfBits<4> {};
-
-template <>
-struct PrepackedBLayout<u8b128> : PrepackedBLayoutOfBits<8> {};
-
-template <>
-struct PrepackedBLayout<u8> : PrepackedBLayoutOfBits<8> {};
+/// The layout of a weight type's codes: it depends on their width only (with or without zero points
+/// per group, only the offset the converter subtracts differs).
+template <class Weight>
+using PrepackedBLayout = PrepackedBLayoutOfBits<Weight::kBits>;
 
 }  // namespace quantgemm

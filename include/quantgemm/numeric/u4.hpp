@@ -25,18 +25,26 @@
 
 namespace quantgemm {
 
-/// 4-bit weight code with zero point 8.
-struct u4b8 {
-  static constexpr int kBits = 4;
-  static constexpr int kZeroPoint = 8;
+/// A weight code of Bits bits with the fixed zero point ZeroPoint (GPTQ's symmetric formats).
+template <int Bits, int ZeroPoint>
+struct FixedZeroPointCode {
+  static constexpr int kBits = Bits;
+  static constexpr int kZeroPoint = ZeroPoint;
   static constexpr bool kGroupZeros = false;
 };
 
-/// 4-bit weight code with a zero point per group and column (given to the kernel in the activation type).
-struct u4 {
-  static constexpr int kBits = 4;
+/// A weight code of Bits bits with a zero point per group and column (given to the kernel in the
+/// activation type).
+template <int Bits>
+struct GroupZeroPointCode {
+  static constexpr int kBits = Bits;
   static constexpr bool kGroupZeros = true;
 };
+
+/// 4-bit weight code with zero point 8.
+using u4b8 = FixedZeroPointCode<4, 8>;
+/// 4-bit weight code with a zero point per group and column.
+using u4 = GroupZeroPointCode<4>;
 
 /// Nibble p of a packed 32-bit word holds value nibble_value(p) of the thread's eight values:
 /// the interleave [0, 2, 4, 6, 1, 3, 5, 7].

@@ -28,17 +28,9 @@
 namespace quantgemm {
 
 /// 8-bit weight code with zero point 128.
-struct u8b128 {
-  static constexpr int kBits = 8;
-  static constexpr int kZeroPoint = 128;
-  static constexpr bool kGroupZeros = false;
-};
-
-/// 8-bit weight code with a zero point per group and column (given to the kernel in the activation type).
-struct u8 {
-  static constexpr int kBits = 8;
-  static constexpr bool kGroupZeros = true;
-};
+using u8b128 = FixedZeroPointCode<8, 128>;
+/// 8-bit weight code with a zero point per group and column.
+using u8 = GroupZeroPointCode<8>;
 
 /// d = bytes of {a, b} picked by `selector` (PRMT).
 CUTE_DEVICE uint32_t prmt(uint32_t a, uint32_t b, uint32_t selector) {
