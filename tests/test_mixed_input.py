@@ -333,7 +333,7 @@ def check_mm_typed(m, n, k, g, weight_type, dtype, schedule=None):
     w = torch.randn(n, k, device="cuda", dtype=dtype, generator=gen) / k ** 0.5 + 0.01
     w_q, scales, *zeros = QUANTIZERS[weight_type](w, g)
     zeros = zeros[0] if zeros else None
-    zero_point = mixed_input.ZERO_POINTS[weight_type] or 0
+    zero_point = mixed_input.ZERO_POINTS[weight_type]
     w_max = reference._dequantize(w_q, scales, zeros, g, zero_point).abs().max().item()
     a = torch.randn(m, k, device="cuda", dtype=dtype)
     out = poison_(torch.empty(m, n, device="cuda", dtype=dtype))

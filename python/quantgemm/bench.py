@@ -250,7 +250,6 @@ def bench_shape(model, layer, n, k, ms, group_size, bandwidth, l2_bytes, check=T
     w_q, scales, zeros, qbytes, q_copies = quantized_copies(w, group_size, l2_bytes, weight_type)
     w_copies = [w.clone() for _ in range(copies_for(w.numel() * 2, l2_bytes))]
     del w
-    zero_point = mixed_input.ZERO_POINTS[weight_type] or 0
     rows = []
     for m in ms:
         a = torch.randn(m, k, device=device, dtype=torch.bfloat16)
@@ -261,7 +260,8 @@ def bench_shape(model, layer, n, k, ms, group_size, bandwidth, l2_bytes, check=T
             if check:
                 b, s, z = q_copies[0]
                 mixed_input.mm(a, b, s, group_size, out=out_q, schedule=sched, group_zeros=z)
-                ref = reference.mm_quantized(a, w_q, scales, group_size, zeros, zero_point=zero_point)
+                ref = reference.mm_quantized(a, w_q, scales, group_size, zeros,
+                                             zero_point=mixed_input.ZERO_POINTS[weight_type])
                 rel = ((out_q.float() - ref).norm() / ref.norm()).item()
                 if not rel < 1e-2:
                     raise RuntimeError(f"{model} {layer} M={m}: relative error {rel:.3g} against the reference")

@@ -13,8 +13,9 @@ from .quantize import group_count
 
 
 def _dequantize(w_q: torch.Tensor, scales: torch.Tensor, zeros: torch.Tensor | None, group_size: int,
-                zero_point: int = 8) -> torch.Tensor:
-    """(w_q - zero) * scales[k // group_size, n], zero = zero_point or zeros[k // group_size, n]; the
+                zero_point: int | None = 8) -> torch.Tensor:
+    """(w_q - zero) * scales[k // group_size, n], zero = zeros[k // group_size, n] if given, else
+    zero_point (mixed_input.ZERO_POINTS of the weight type: None exactly for the types with zeros); the
     difference exact, the product rounded once to scales.dtype; fp32 [N, K]."""
     n, k = w_q.shape
     per_group = k // group_count(k, group_size)
@@ -36,7 +37,7 @@ def dequantize_u4(w_q: torch.Tensor, scales: torch.Tensor, zeros: torch.Tensor, 
 
 def mm_quantized(a: torch.Tensor, w_q: torch.Tensor, scales: torch.Tensor, group_size: int,
             zeros: torch.Tensor | None = None, channel_scales: torch.Tensor | None = None,
-            token_scales: torch.Tensor | None = None, zero_point: int = 8) -> torch.Tensor:
+            token_scales: torch.Tensor | None = None, zero_point: int | None = 8) -> torch.Tensor:
     """fp32 [M, N] = a @ W^T for a weight with a fixed zero point (zeros None: u4b8, zero_point 8;
     u8b128, zero_point 128) or zero points per group (u4, u8: their zeros), times the optional fp32
     channel_scales[n] * token_scales[m] (in that order, as the kernel's epilogue)."""
