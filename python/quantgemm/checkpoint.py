@@ -29,6 +29,7 @@ from dataclasses import dataclass
 import torch
 
 from . import _checks
+from .mixed_input import BITS, ZERO_POINTS
 
 #: AWQ's nibble order: bits 4i of a packed word hold column 8c + AWQ_ORDER[i].
 AWQ_ORDER = (0, 2, 4, 6, 1, 3, 5, 7)
@@ -46,12 +47,13 @@ class Int4Weights:
     @property
     def weight_type(self) -> str:
         """The kernels' name of the format: u4b8 / u8b128 (fixed zero point), u4 / u8 (per group)."""
-        return f"u{self.bits}" + ("" if self.zeros is not None else ("b8" if self.bits == 4 else "b128"))
+        per_group = self.zeros is not None
+        return next(t for t, b in BITS.items() if b == self.bits and (ZERO_POINTS[t] is None) == per_group)
 
     def dequantize(self) -> torch.Tensor:
         """The fp32 weight [N, K] in the checkpoint's input-channel order (no rounding)."""
         n, k = self.codes.shape
-        zeros = float(1 << (self.bits - 1)) if self.zeros is None \
+        zeros = float(ZERO_POINTS[self.weight_type]) if self.zeros is None \
             else self.zeros.float().repeat_interleave(self.group_size, dim=0).t()
         s = self.scales.float().repeat_interleave(self.group_size, dim=0).t()
         w = (self.codes.float() - zeros) * s
@@ -123,7 +125,7 @@ def from_gptq(qweight: torch.Tensor, qzeros: torch.Tensor, scales: torch.Tensor,
     zeros = ((unpack_int32(qzeros, dim=1, bits=bits)[:, :n].to(torch.int16) + 1) & mask).to(torch.uint8)  # stored - 1
     if perm is not None:
         codes = codes[:, perm.to(codes.device)]
-    fixed = bool((zeros == 1 << (bits - 1)).all())
+    fixed = bool((zeros == 1 << (bits - 1)).all())  # GPTQ's symmetric zero point, 8 or 128
     return Int4Weights(codes.contiguous(), scales, None if fixed else zeros.contiguous(), size, perm, bits)
 
 
