@@ -31,6 +31,7 @@ from codegen.schedules import FAMILIES, Family, Rule, with_rules  # noqa: E402
 
 #: per family kind: (kernel template, C++ argument struct, C++ launcher type)
 KINDS = {"mixed_input": ("mm_mixed_input.cu.j2", "MixedInputMmArgs", "MixedInputMmLaunchFn"),
+         "sm80_mixed_input": ("mm_sm80_mixed_input.cu.j2", "MixedInputMmArgs", "MixedInputMmLaunchFn"),
          "scaled_mm": ("scaled_mm.cu.j2", "ScaledMmArgs", "ScaledMmLaunchFn"),
          "block_scaled_mm": ("block_scaled_mm.cu.j2", "BlockScaledMmArgs", "BlockScaledMmLaunchFn")}
 KERNELS_DIR = ROOT / "kernels"

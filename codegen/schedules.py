@@ -63,6 +63,39 @@ class Schedule:
         return out
 
 
+#: sm80 mixed-input tiles: weight rows per CTA (64 a warp along N, the rest of the 8 warps split each
+#: stage's k) and token tiles (n8 mma tiles).
+SM80_TILE_N = (128, 256, 512)
+SM80_TILE_M = (8, 16, 32)
+
+
+@dataclass(frozen=True, order=True)
+class Sm80Schedule:
+    """One configuration of the sm80 mixed-input kernel (mma.sync on out^T = W a^T; stages from the
+    shared-memory budget)."""
+
+    tile_n: int  #: weight rows per CTA tile
+    tile_m: int  #: activation rows per CTA tile
+
+    def name(self, family: str) -> str:
+        return f"{family}_{self.tile_n}x{self.tile_m}"
+
+    @staticmethod
+    def parse(name: str, family: str) -> "Sm80Schedule":
+        m = re.fullmatch(re.escape(family) + r"_(\d+)x(\d+)", name)
+        if not m:
+            raise ValueError(f"{name!r} is not a schedule name of family {family} ({family}_<tile_n>x<tile_m>)")
+        return Sm80Schedule(int(m.group(1)), int(m.group(2)))
+
+    def problems(self) -> list[str]:
+        out = []
+        if self.tile_n not in SM80_TILE_N:
+            out.append(f"tile_n must be one of {SM80_TILE_N}, got {self.tile_n}")
+        if self.tile_m not in SM80_TILE_M:
+            out.append(f"tile_m must be one of {SM80_TILE_M}, got {self.tile_m}")
+        return out
+
+
 #: Token tiles (the GEMM's N when swapped) and k depths of the W8A8 schedules.
 SCALED_TILE_N = (16, 32, 64, 128, 256)
 SCALED_TILE_K = (64, 128, 256)
@@ -122,7 +155,7 @@ class ScaledSchedule:
 class Rule:
     """Take `schedule` when M <= m_max, N <= n_max and K <= k_max (None: no bound)."""
 
-    schedule: Schedule | ScaledSchedule
+    schedule: Schedule | ScaledSchedule | Sm80Schedule
     m_max: int | None = None
     n_max: int | None = None
     k_max: int | None = None
@@ -143,7 +176,8 @@ class Family:
     space: tuple[Schedule, ...] = field(default_factory=tuple)  #: every tiling the tuner measures
     rules_source: str = ""  #: where the rules came from (the rules file's "source")
     activation: str = "cutlass::bfloat16_t"  #: C++ type of the activations, scales and output
-    #: "mixed_input" (quantgemm's mainloop, Schedule), "scaled_mm" (W8A8, ScaledSchedule: weight is
+    #: "mixed_input" (quantgemm's sm90 mainloop, Schedule), "sm80_mixed_input" (the mma.sync kernel
+    #: for sm_80 and later, Sm80Schedule), "scaled_mm" (W8A8, ScaledSchedule: weight is
     #: the operands' C++ type, activation the output's) or "block_scaled_mm" (block-scaled FP8,
     #: ScaledSchedule: activation is the output's C++ type)
     kind: str = "mixed_input"
@@ -154,7 +188,7 @@ class Family:
 
     @property
     def schedule_type(self):
-        return Schedule if self.kind == "mixed_input" else ScaledSchedule
+        return {"mixed_input": Schedule, "sm80_mixed_input": Sm80Schedule}.get(self.kind, ScaledSchedule)
 
     def schedules(self) -> list[Schedule]:
         """The schedules the rules name: what a default build compiles."""
@@ -264,6 +298,25 @@ MIXED_INPUT_G32 = tuple(group32(f) for f in (U4B8_BF16, U4_BF16, U4B8_FP16, U4_F
                                              U8B128_FP16, U8_FP16))
 
 
+def sm80(family: Family) -> Family:
+    """The sm80 kernel's family of `family`'s weight and activation types: its prepacked layout
+    (layout/prepacked_b_sm80.hpp) and mma.sync kernel serve GPUs from sm_80 on, every group size
+    included."""
+    if family.weight.startswith("u8"):  # twice the bytes a stage: fewer rows, for three stages in 96 KB
+        space = tuple(Sm80Schedule(n, m) for n in (128, 256) for m in (8, 16)) + (Sm80Schedule(128, 32),)
+        decode, small, middle = Sm80Schedule(256, 8), Sm80Schedule(256, 16), Sm80Schedule(128, 32)
+    else:
+        space = tuple(Sm80Schedule(n, m) for n in SM80_TILE_N for m in SM80_TILE_M)
+        decode, small, middle = Sm80Schedule(512, 8), Sm80Schedule(256, 16), Sm80Schedule(256, 32)
+    return replace(family, name=f"sm80_{family.name}", kind="sm80_mixed_input", space=space,
+                   rules=(Rule(decode, m_max=8), Rule(small, m_max=16), Rule(middle)),
+                   rules_source="hand-set, until tuned")
+
+
+MIXED_INPUT_SM80 = tuple(sm80(f) for f in (U4B8_BF16, U4_BF16, U4B8_FP16, U4_FP16, U8B128_BF16, U8_BF16,
+                                           U8B128_FP16, U8_FP16))
+
+
 def _scaled(m: int, n: int, k: int = 128, cluster=(1, 1, 1), kernel: str = "coop", swap: bool = False,
             stream_k: bool = False) -> ScaledSchedule:
     return ScaledSchedule(m, n, k, cluster, kernel, swap, stream_k)
@@ -339,4 +392,4 @@ FP8BLOCK_BF16 = with_rules(Family(
 
 FAMILIES: tuple[Family, ...] = (U4B8_BF16, U4_BF16, U4B8_FP16, U4_FP16, FP8FAST_BF16, FP8_BF16, INT8_BF16,
                                 FP8FAST_FP16, FP8_FP16, INT8_FP16, FP8BLOCK_BF16, U8B128_BF16, U8_BF16, U8B128_FP16,
-                                U8_FP16) + MIXED_INPUT_G32
+                                U8_FP16) + MIXED_INPUT_G32 + MIXED_INPUT_SM80

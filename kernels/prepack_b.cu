@@ -2,6 +2,7 @@
 // and the host reference both gather through PrepackedBLayout.
 #include "quantgemm/launch/prepack_b.hpp"
 #include "quantgemm/layout/prepacked_b.hpp"
+#include "quantgemm/layout/prepacked_b_sm80.hpp"
 
 namespace quantgemm {
 namespace {
@@ -66,6 +67,9 @@ void unpack_host(uint8_t const* packed, int N, int K, uint8_t* codes) {
 using Layout4 = PrepackedBLayoutOfBits<4>;
 using Layout8 = PrepackedBLayoutOfBits<8>;
 
+using Sm80Layout4 = Sm80PrepackedBLayoutOfBits<4>;
+using Sm80Layout8 = Sm80PrepackedBLayoutOfBits<8>;
+
 }  // namespace
 
 cudaError_t prepack_b_u4b8(uint8_t const* codes, int N, int K, uint8_t* packed, cudaStream_t stream) {
@@ -90,6 +94,18 @@ void prepack_b_u8_host(uint8_t const* codes, int N, int K, uint8_t* packed) {
 
 void unpack_b_u8_host(uint8_t const* packed, int N, int K, uint8_t* codes) {
   unpack_host<Layout8>(packed, N, K, codes);
+}
+
+cudaError_t prepack_b_sm80(int bits, uint8_t const* codes, int N, int K, uint8_t* packed, cudaStream_t stream) {
+  return bits == 8 ? prepack<Sm80Layout8>(codes, N, K, packed, stream) : prepack<Sm80Layout4>(codes, N, K, packed, stream);
+}
+
+void prepack_b_sm80_host(int bits, uint8_t const* codes, int N, int K, uint8_t* packed) {
+  bits == 8 ? prepack_host<Sm80Layout8>(codes, N, K, packed) : prepack_host<Sm80Layout4>(codes, N, K, packed);
+}
+
+void unpack_b_sm80_host(int bits, uint8_t const* packed, int N, int K, uint8_t* codes) {
+  bits == 8 ? unpack_host<Sm80Layout8>(packed, N, K, codes) : unpack_host<Sm80Layout4>(packed, N, K, codes);
 }
 
 }  // namespace quantgemm

@@ -201,11 +201,31 @@ std::tuple<int, size_t> mm_block_scaled(std::string const& family, std::string c
   return launch_8bit(&block_scaled_mm_launcher, family, schedule, args, device);
 }
 
-/// GPU prepack of `bits`-bit codes (4: u4b8 and u4; 8: u8b128 and u8).
-void prepack(int bits, uintptr_t codes, int N, int K, uintptr_t packed, int device, uintptr_t stream) {
+/// GPU prepack of `bits`-bit codes (4: u4b8 and u4; 8: u8b128 and u8) into `layout` ("sm90", "sm80").
+void prepack(std::string const& layout, int bits, uintptr_t codes, int N, int K, uintptr_t packed, int device,
+             uintptr_t stream) {
   DeviceGuard guard(device);
-  auto const fn = bits == 8 ? &prepack_b_u8 : &prepack_b_u4b8;
-  DeviceGuard::check(fn(ptr<uint8_t const>(codes), N, K, ptr<uint8_t>(packed), stream_of(stream)), "prepack_b");
+  auto const* c = ptr<uint8_t const>(codes);
+  cudaError_t const err = layout == "sm80" ? prepack_b_sm80(bits, c, N, K, ptr<uint8_t>(packed), stream_of(stream))
+                          : bits == 8      ? prepack_b_u8(c, N, K, ptr<uint8_t>(packed), stream_of(stream))
+                                           : prepack_b_u4b8(c, N, K, ptr<uint8_t>(packed), stream_of(stream));
+  DeviceGuard::check(err, "prepack_b");
+}
+
+void prepack_host(std::string const& layout, int bits, uintptr_t codes, int N, int K, uintptr_t packed) {
+  if (layout == "sm80") {
+    prepack_b_sm80_host(bits, ptr<uint8_t const>(codes), N, K, ptr<uint8_t>(packed));
+  } else {
+    (bits == 8 ? &prepack_b_u8_host : &prepack_b_u4b8_host)(ptr<uint8_t const>(codes), N, K, ptr<uint8_t>(packed));
+  }
+}
+
+void unpack_host(std::string const& layout, int bits, uintptr_t packed, int N, int K, uintptr_t codes) {
+  if (layout == "sm80") {
+    unpack_b_sm80_host(bits, ptr<uint8_t const>(packed), N, K, ptr<uint8_t>(codes));
+  } else {
+    (bits == 8 ? &unpack_b_u8_host : &unpack_b_u4b8_host)(ptr<uint8_t const>(packed), N, K, ptr<uint8_t>(codes));
+  }
 }
 
 void stream_read_probe(uintptr_t src, int64_t bytes, uintptr_t sink, int device, uintptr_t stream) {
@@ -225,11 +245,7 @@ NB_MODULE(_C, m) {
   m.def("mm_scaled", &mm_scaled);
   m.def("mm_block_scaled", &mm_block_scaled);
   m.def("prepack", &prepack);
-  m.def("prepack_host", [](int bits, uintptr_t codes, int N, int K, uintptr_t packed) {
-    (bits == 8 ? &prepack_b_u8_host : &prepack_b_u4b8_host)(ptr<uint8_t const>(codes), N, K, ptr<uint8_t>(packed));
-  });
-  m.def("unpack_host", [](int bits, uintptr_t packed, int N, int K, uintptr_t codes) {
-    (bits == 8 ? &unpack_b_u8_host : &unpack_b_u4b8_host)(ptr<uint8_t const>(packed), N, K, ptr<uint8_t>(codes));
-  });
+  m.def("prepack_host", &prepack_host);
+  m.def("unpack_host", &unpack_host);
   m.def("stream_read", &stream_read_probe);
 }

@@ -101,3 +101,26 @@ def hopper(name: str, index: int) -> None:
         raise RuntimeError(f"{name}: this quantgemm build has no sm_90a code (built for {list(built)}); "
                            f"reinstall with CMAKE_CUDA_ARCHITECTURES including 90a")
     _HOPPERS.add(index)
+
+
+_SM80S: set[int] = set()  # device indices that passed architecture(..., "sm80")
+
+
+def architecture(name: str, index: int, layout: str) -> None:
+    """The device runs the kernels of a weight prepacked in `layout`: "sm90" needs an sm_90 GPU and
+    sm_90a code (hopper()); "sm80" an sm_80 or later GPU and code this build holds for it."""
+    if layout != "sm80":
+        hopper(name, index)
+        return
+    if index in _SM80S:
+        return
+    major, minor = torch.cuda.get_device_capability(index)
+    if major < 8:
+        raise RuntimeError(f"{name}: the sm80 kernels need an sm_80 or later GPU; cuda:{index} is sm_{major}{minor}")
+    built = cuda_architectures()
+    runs = [a for a in built if int(a.rstrip("a")) // 10 == major and int(a.rstrip("a")) % 10 <= minor
+            and (not a.endswith("a") or int(a[:-1]) == 10 * major + minor)]
+    if not runs:
+        raise RuntimeError(f"{name}: this quantgemm build has no code for sm_{major}{minor} (built for {list(built)}); "
+                           f"reinstall with CMAKE_CUDA_ARCHITECTURES including {major}{minor}")
+    _SM80S.add(index)

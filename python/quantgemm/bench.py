@@ -97,14 +97,16 @@ def copies_for(nbytes: int, l2_bytes: int) -> int:
     return max(2, math.ceil(3 * l2_bytes / max(nbytes, 1)))
 
 
-def quantized_copies(w: torch.Tensor, group_size: int, l2_bytes: int, weight_type: str = "u4b8"):
+def quantized_copies(w: torch.Tensor, group_size: int, l2_bytes: int, weight_type: str = "u4b8",
+                     layout: str = "sm90"):
     """(w_q, scales, zeros or None, bytes of one copy, [(prepacked, scales, zeros)] copies to rotate
-    through) of a real weight quantized to `weight_type`."""
+    through) of a real weight quantized to `weight_type`, prepacked in `layout`."""
     w_q, scales, *zeros = QUANTIZERS[weight_type](w, group_size)
     zeros = zeros[0] if zeros else None
     qbytes = w.shape[0] * w.shape[1] * mixed_input.BITS[weight_type] // 8 \
         + (1 + (zeros is not None)) * scales.numel() * scales.element_size()
-    copies = [(mixed_input.prepack_b(w_q, weight_type), scales.clone(), None if zeros is None else zeros.clone())
+    copies = [(mixed_input.prepack_b(w_q, weight_type, layout=layout), scales.clone(),
+               None if zeros is None else zeros.clone())
               for _ in range(copies_for(qbytes, l2_bytes))]
     return w_q, scales, zeros, qbytes, copies
 
@@ -243,11 +245,11 @@ def block_scaled_table(rows: list[Row]) -> str:
 
 
 def bench_shape(model, layer, n, k, ms, group_size, bandwidth, l2_bytes, check=True, schedules=(None,),
-                weight_type="u4b8") -> list[Row]:
+                weight_type="u4b8", layout="sm90") -> list[Row]:
     device = torch.device("cuda")
     torch.manual_seed(0)
     w = torch.randn(n, k, device=device, dtype=torch.bfloat16) / math.sqrt(k)
-    w_q, scales, zeros, qbytes, q_copies = quantized_copies(w, group_size, l2_bytes, weight_type)
+    w_q, scales, zeros, qbytes, q_copies = quantized_copies(w, group_size, l2_bytes, weight_type, layout)
     w_copies = [w.clone() for _ in range(copies_for(w.numel() * 2, l2_bytes))]
     del w
     rows = []
@@ -261,7 +263,8 @@ def bench_shape(model, layer, n, k, ms, group_size, bandwidth, l2_bytes, check=T
                 b, s, z = q_copies[0]
                 mixed_input.mm(a, b, s, group_size, out=out_q, schedule=sched, group_zeros=z)
                 ref = reference.mm_quantized(a, w_q, scales, group_size, zeros,
-                                             zero_point=mixed_input.ZERO_POINTS[weight_type])
+                                             zero_point=mixed_input.ZERO_POINTS[weight_type],
+                                             exact_weight=layout == "sm80")
                 rel = ((out_q.float() - ref).norm() / ref.norm()).item()
                 if not rel < 1e-2:
                     raise RuntimeError(f"{model} {layer} M={m}: relative error {rel:.3g} against the reference")
@@ -269,7 +272,8 @@ def bench_shape(model, layer, n, k, ms, group_size, bandwidth, l2_bytes, check=T
                                                                       group_zeros=z)
                                 for b, s, z in q_copies])
             rows.append(Row(model, layer, n, k, m, qg, tt, qbytes / bandwidth * 1e6,
-                            sched or mixed_input.select_schedule(m, n, k, weight_type, group_size=group_size)))
+                            sched or mixed_input.select_schedule(m, n, k, weight_type, group_size=group_size,
+                                                                 layout=layout)))
             print(format_row(rows[-1]), flush=True)
     return rows
 
@@ -338,6 +342,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--group-size", type=int, default=128)
     parser.add_argument("--weight-type", default="u4b8", choices=mixed_input.WEIGHT_TYPES,
                         help="the weight type of --kind w4a16 (u4b8, u4 with zero points, u8b128, u8)")
+    parser.add_argument("--layout", default="sm90", choices=list(mixed_input.LAYOUTS),
+                        help="--kind w4a16: the weight's prepacked layout, so the kernels: sm90 (Hopper's "
+                             "wgmma kernels) or sm80 (the mma.sync kernels for sm_80 and later)")
     parser.add_argument("--csv", default=None, help="write the rows to this CSV file")
     parser.add_argument("--markdown", default=None, help="write the rows as a Markdown table to this file")
     parser.add_argument("--no-check", action="store_true", help="skip the correctness check of each point")
@@ -355,8 +362,9 @@ def main(argv: list[str] | None = None) -> int:
         print("quantgemm.bench: no CUDA GPU is visible; the benchmark needs a Hopper (sm_90) GPU.")
         return 1
     major, minor = torch.cuda.get_device_capability()
-    if (major, minor) != (9, 0):
-        print(f"quantgemm.bench: the GPU is sm_{major}{minor}; the benchmark needs a Hopper (sm_90) GPU.")
+    if (major, minor) != (9, 0) and not (args.layout == "sm80" and args.kind == "w4a16" and major >= 8):
+        print(f"quantgemm.bench: the GPU is sm_{major}{minor}; the benchmark needs a Hopper (sm_90) GPU "
+              f"(or sm_80 and later with --layout sm80).")
         return 1
     if args.overhead:
         host_overhead()
@@ -365,7 +373,7 @@ def main(argv: list[str] | None = None) -> int:
         n, k, m = (int(x) for x in args.profile.split(","))
         w_q, scales = quantize_u4b8(torch.randn(n, k, device="cuda", dtype=torch.bfloat16) / math.sqrt(k),
                                     args.group_size)
-        b = mixed_input.prepack_b(w_q)
+        b = mixed_input.prepack_b(w_q, layout=args.layout)
         a = torch.randn(m, k, device="cuda", dtype=torch.bfloat16)
         for _ in range(4):
             mixed_input.mm(a, b, scales, args.group_size)
@@ -380,7 +388,7 @@ def main(argv: list[str] | None = None) -> int:
     props = torch.cuda.get_device_properties(0)
     l2 = getattr(props, "L2_cache_size", 60 << 20)
     bandwidth = read_bandwidth(torch.device("cuda", torch.cuda.current_device()))
-    what = {"w4a16": f"{args.weight_type} group {args.group_size}, bf16; peer torch bf16 matmul",
+    what = {"w4a16": f"{args.weight_type} group {args.group_size}, bf16, {args.layout} kernels; peer torch bf16 matmul",
             "fp8": "FP8 e4m3 per-token x per-channel scales, bf16 out; peer torch._scaled_mm",
             "fp8fast": "FP8 e4m3 fast accumulation, per-token x per-channel, bf16 out; peer torch._scaled_mm "
                        "(use_fast_accum)",
@@ -410,7 +418,7 @@ def main(argv: list[str] | None = None) -> int:
             rows += bench_shape(model, layer.name, layer.n, layer.k, ms, args.group_size, bandwidth, l2,
                                 check=not args.no_check,
                                 schedules=args.schedules.split(",") if args.schedules else (None,),
-                                weight_type=args.weight_type)
+                                weight_type=args.weight_type, layout=args.layout)
     if args.markdown:
         with open(args.markdown, "w") as f:
             f.write(block_scaled_table(rows) if args.kind == "fp8block" else markdown_table(rows, PEERS[args.kind]))

@@ -27,24 +27,30 @@ ZERO_POINTS = {"u4b8": 8, "u4": None, "u8b128": 128, "u8": None}
 DTYPES = {torch.bfloat16: "bf16", torch.float16: "fp16"}  # activations, scales, zero points, output
 BLOCK_N = 128  # prepacked block: 128 weight rows ...
 BLOCK_K = 64   # ... by 64 k
+#: the prepacked layouts: "sm90", the wgmma kernels' (Hopper), and "sm80", the mma.sync kernels'
+#: (sm_80 and later: Ampere, Ada, and Hopper too); each with its (rows, columns) block
+LAYOUTS = {"sm90": (BLOCK_N, BLOCK_K), "sm80": (64, 64)}
 ALIGN = 8      # N and K: rows of 16-bit activations and outputs 16-byte aligned for the TMA
 _STATUS_WORKSPACE_TOO_SMALL = 2
 
 
 class PrepackedWeight:
-    """An [N, K] weight in quantgemm's prepacked layout (docs/layout.md), zero-padded to whole blocks
-    (a multiple of 128 rows and 64 columns); opaque to users. `perm` ([K] int64, or None): for
-    GPTQ act-order weights, column j of the weight is input channel perm[j], and mm takes the
+    """An [N, K] weight in one of quantgemm's prepacked layouts (docs/layout.md), zero-padded to whole
+    blocks (`layout` "sm90": a multiple of 128 rows and 64 columns, for the Hopper kernels; "sm80":
+    64 and 64, for the mma.sync kernels); opaque to users. `perm` ([K] int64, or None): for GPTQ
+    act-order weights, column j of the weight is input channel perm[j], and mm takes the
     activation's columns in that order."""
 
-    __slots__ = ("data", "n", "k", "weight_type", "perm")
+    __slots__ = ("data", "n", "k", "weight_type", "perm", "layout")
 
-    def __init__(self, data: torch.Tensor, n: int, k: int, weight_type: str, perm: torch.Tensor | None = None):
+    def __init__(self, data: torch.Tensor, n: int, k: int, weight_type: str, perm: torch.Tensor | None = None,
+                 layout: str = "sm90"):
         self.data = data
         self.n = n
         self.k = k
         self.weight_type = weight_type
         self.perm = perm
+        self.layout = layout
 
     @property
     def device(self) -> torch.device:
@@ -56,10 +62,10 @@ class PrepackedWeight:
 
     def to(self, device) -> "PrepackedWeight":
         return PrepackedWeight(self.data.to(device), self.n, self.k, self.weight_type,
-                               None if self.perm is None else self.perm.to(device))
+                               None if self.perm is None else self.perm.to(device), self.layout)
 
     def __repr__(self) -> str:
-        return f"PrepackedWeight({self.weight_type}, N={self.n}, K={self.k}, device={self.device})"
+        return f"PrepackedWeight({self.weight_type}, N={self.n}, K={self.k}, layout={self.layout}, device={self.device})"
 
 
 def _check_weight_shape(n: int, k: int) -> None:
@@ -71,9 +77,29 @@ def _check_weight_shape(n: int, k: int) -> None:
                              f"(activation and output rows must be 16-byte aligned)")
 
 
-def _padded(n: int, k: int) -> tuple[int, int]:
-    """The prepacked shape: N and K rounded up to whole blocks."""
-    return -(-n // BLOCK_N) * BLOCK_N, -(-k // BLOCK_K) * BLOCK_K
+def _padded(n: int, k: int, layout: str = "sm90") -> tuple[int, int]:
+    """The prepacked shape: N and K rounded up to whole blocks of `layout`."""
+    block_n, block_k = LAYOUTS[layout]
+    return -(-n // block_n) * block_n, -(-k // block_k) * block_k
+
+
+def default_layout(device: torch.device | str) -> str:
+    """The layout prepack_b picks for `device`: "sm90" on an sm_90 GPU (and on the CPU), "sm80" on
+    any other GPU from sm_80 on."""
+    device = torch.device(device)
+    if device.type != "cuda":
+        return "sm90"
+    major, minor = torch.cuda.get_device_capability(device)
+    if (major, minor) == (9, 0):
+        return "sm90"
+    if major >= 8:
+        return "sm80"
+    raise RuntimeError(f"prepack_b: quantgemm's kernels need an sm_80 or later GPU; {device} is sm_{major}{minor}")
+
+
+def _check_layout(layout: str) -> None:
+    if layout not in LAYOUTS:
+        raise ValueError(f"layout must be one of {list(LAYOUTS)}, got {layout!r}")
 
 
 GROUP_32 = BLOCK_K // 2  # groups of half a k-block: kernels of their own, two scale rows a block
@@ -93,8 +119,10 @@ def _two_scale_rows(k: int, group_size: int) -> bool:
     return group_size == GROUP_32 and k != GROUP_32
 
 
-def check_prepack_args(w_q: torch.Tensor, weight_type: str, perm: torch.Tensor | None = None) -> tuple[int, int]:
+def check_prepack_args(w_q: torch.Tensor, weight_type: str, perm: torch.Tensor | None = None,
+                       layout: str = "sm90") -> tuple[int, int]:
     """prepack_b's checks of what its arguments are (no GPU, fake tensors too); the padded shape."""
+    _check_layout(layout)
     if weight_type not in WEIGHT_TYPES:
         raise ValueError(f"weight_type must be one of {WEIGHT_TYPES}, got {weight_type!r}")
     _checks.tensor("w_q", w_q, dtype=torch.uint8, ndim=2)
@@ -103,10 +131,11 @@ def check_prepack_args(w_q: torch.Tensor, weight_type: str, perm: torch.Tensor |
     if perm is not None:
         _checks.tensor("perm", perm, dtype=torch.int64, ndim=1)
         _checks.shape("perm", perm, (k,))
-    return _padded(n, k)
+    return _padded(n, k, layout)
 
 
-def prepack_b(w_q: torch.Tensor, weight_type: str = "u4b8", perm: torch.Tensor | None = None) -> PrepackedWeight:
+def prepack_b(w_q: torch.Tensor, weight_type: str = "u4b8", perm: torch.Tensor | None = None,
+              layout: str | None = None) -> PrepackedWeight:
     """Rewrites [N, K] uint8 codes (one per byte: 0..15 for u4b8 and u4, 0..255 for u8b128 and u8)
     into the prepacked layout, on w_q's device.
 
@@ -118,8 +147,14 @@ def prepack_b(w_q: torch.Tensor, weight_type: str = "u4b8", perm: torch.Tensor |
     is input channel perm[j]; group_size consecutive columns share a scale row), as
     checkpoint.from_gptq returns it: it is kept with the prepacked weight, and mm gathers the
     activation's columns in that order.
+
+    layout: "sm90" (the Hopper kernels) or "sm80" (the mma.sync kernels, for sm_80 and later
+    GPUs); by default the one for w_q's device (default_layout). mm runs the kernels of the
+    weight's layout.
     """
-    n_pad, k_pad = check_prepack_args(w_q, weight_type, perm)
+    if layout is None:
+        layout = default_layout(w_q.device) if isinstance(w_q, torch.Tensor) else "sm90"
+    n_pad, k_pad = check_prepack_args(w_q, weight_type, perm, layout)
     n, k = w_q.shape
     bits = BITS[weight_type]
     if bits == 4 and w_q.numel() and int(w_q.max()) > 15:
@@ -134,49 +169,52 @@ def prepack_b(w_q: torch.Tensor, weight_type: str = "u4b8", perm: torch.Tensor |
     packed = torch.empty(n_pad * k_pad * bits // 8, dtype=torch.uint8, device=w_q.device)
     if w_q.device.type == "cuda":
         index = w_q.get_device()
-        _checks.hopper("prepack_b", index)
-        native().prepack(bits, codes.data_ptr(), n_pad, k_pad, packed.data_ptr(), index,
+        _checks.architecture("prepack_b", index, layout)
+        native().prepack(layout, bits, codes.data_ptr(), n_pad, k_pad, packed.data_ptr(), index,
                          torch._C._cuda_getCurrentRawStream(index))
     else:
-        native().prepack_host(bits, codes.data_ptr(), n_pad, k_pad, packed.data_ptr())
-    return PrepackedWeight(packed, n, k, weight_type, perm)
+        native().prepack_host(layout, bits, codes.data_ptr(), n_pad, k_pad, packed.data_ptr())
+    return PrepackedWeight(packed, n, k, weight_type, perm, layout)
 
 
 def unpack_b(b: PrepackedWeight) -> torch.Tensor:
     """Inverse of prepack_b (host reference): [N, K] uint8 codes on the CPU, without the padding."""
     data = b.data.cpu().contiguous()
-    n_pad, k_pad = _padded(b.n, b.k)
+    n_pad, k_pad = _padded(b.n, b.k, b.layout)
     codes = torch.empty(n_pad, k_pad, dtype=torch.uint8)
-    native().unpack_host(BITS[b.weight_type], data.data_ptr(), n_pad, k_pad, codes.data_ptr())
+    native().unpack_host(b.layout, BITS[b.weight_type], data.data_ptr(), n_pad, k_pad, codes.data_ptr())
     return codes[:b.n, :b.k].contiguous()
 
 
-_FAMILIES = {(w, d, g32): f"{w}{'_g32' if g32 else ''}_{name}"
+_FAMILIES = {(w, d, g32, "sm90"): f"{w}{'_g32' if g32 else ''}_{name}"
              for w in WEIGHT_TYPES for d, name in DTYPES.items() for g32 in (False, True)}
+_FAMILIES.update({(w, d, g32, "sm80"): f"sm80_{w}_{name}"  # (every group size on the same kernels)
+                  for w in WEIGHT_TYPES for d, name in DTYPES.items() for g32 in (False, True)})
 
 
-def _family(weight_type: str, dtype: torch.dtype = torch.bfloat16, group32: bool = False) -> str:
-    """The kernel family of a weight type, an activation dtype and (group32) groups of 32."""
-    family = _FAMILIES.get((weight_type, dtype, group32))
+def _family(weight_type: str, dtype: torch.dtype = torch.bfloat16, group32: bool = False, layout: str = "sm90") -> str:
+    """The kernel family of a weight type, an activation dtype, (group32) groups of 32 and a layout."""
+    family = _FAMILIES.get((weight_type, dtype, group32, layout))
     if family is not None:
         return family
     if weight_type not in WEIGHT_TYPES:
         raise ValueError(f"weight_type must be one of {WEIGHT_TYPES}, got {weight_type!r}")
+    _check_layout(layout)
     raise TypeError(f"dtype must be one of {list(DTYPES)}, got {dtype}")
 
 
 def supported_schedules(weight_type: str = "u4b8", dtype: torch.dtype = torch.bfloat16,
-                        group_size: int = 128) -> list[str]:
-    """Every compiled schedule for `weight_type` weights, `dtype` activations and groups of
-    `group_size` (32 has schedules of its own, every other size shares them), each usable as
-    mm(..., schedule=...)."""
-    return list(compiled_schedules(_family(weight_type, dtype, group_size == GROUP_32)))
+                        group_size: int = 128, layout: str = "sm90") -> list[str]:
+    """Every compiled schedule for `weight_type` weights, `dtype` activations, groups of
+    `group_size` (on sm90, 32 has schedules of its own, every other size shares them) and a weight
+    prepacked in `layout`, each usable as mm(..., schedule=...)."""
+    return list(compiled_schedules(_family(weight_type, dtype, group_size == GROUP_32, layout)))
 
 
 def select_schedule(m: int, n: int, k: int, weight_type: str = "u4b8", dtype: torch.dtype = torch.bfloat16,
-                    group_size: int = 128) -> str:
+                    group_size: int = 128, layout: str = "sm90") -> str:
     """The schedule the heuristic picks for an M x N x K problem."""
-    return native().select(_family(weight_type, dtype, _two_scale_rows(k, group_size)), m, n, k)
+    return native().select(_family(weight_type, dtype, _two_scale_rows(k, group_size), layout), m, n, k)
 
 
 @dataclass
@@ -194,9 +232,10 @@ class Explanation:
     notes: list[str]
     weight_type: str = "u4b8"
     dtype: torch.dtype = torch.bfloat16
+    layout: str = "sm90"
 
     def __str__(self) -> str:
-        kind = f"{self.weight_type} x {DTYPES.get(self.dtype, self.dtype)}"
+        kind = f"{self.weight_type} x {DTYPES.get(self.dtype, self.dtype)}, {self.layout} layout"
         lines = [f"quantgemm.mm, {kind}, M={self.m} N={self.n} K={self.k} group_size={self.group_size}:"]
         if self.schedule:
             lines.append(f"  runs {self.schedule} ({self.rule})")
@@ -213,7 +252,7 @@ def _rule_holds(condition: str, m: int, n: int, k: int) -> bool:
 
 
 def explain(m: int, n: int, k: int, group_size: int = 128, schedule: str | None = None,
-            weight_type: str = "u4b8", dtype: torch.dtype = torch.bfloat16) -> Explanation:
+            weight_type: str = "u4b8", dtype: torch.dtype = torch.bfloat16, layout: str = "sm90") -> Explanation:
     """Which schedule mm picks for an M x N x K problem and the rule that picks it; for every compiled
     schedule, whether it could serve the problem, and if not, why. Needs no GPU."""
     refused = []
@@ -224,7 +263,7 @@ def explain(m: int, n: int, k: int, group_size: int = 128, schedule: str | None 
             check()
         except ValueError as e:
             refused.append(str(e))
-    family = _family(weight_type, dtype, _two_scale_rows(k, group_size))
+    family = _family(weight_type, dtype, _two_scale_rows(k, group_size), layout)
     compiled = list(compiled_schedules(family))
     if not compiled:
         refused.append(_not_built(family))
@@ -248,7 +287,7 @@ def explain(m: int, n: int, k: int, group_size: int = 128, schedule: str | None 
             schedules[name] = "picked"
         else:
             schedules[name] = "could serve it (every compiled schedule takes every accepted problem)"
-    return Explanation(m, n, k, group_size, picked, rule, refused, schedules, notes, weight_type, dtype)
+    return Explanation(m, n, k, group_size, picked, rule, refused, schedules, notes, weight_type, dtype, layout)
 
 
 class _Workspace:
@@ -299,7 +338,7 @@ def check_mm_args(a: torch.Tensor, b: PrepackedWeight, group_scales: torch.Tenso
     if out is not None:
         _checks.tensor("out", out, dtype=a.dtype, ndim=2)
         _checks.shape("out", out, (m, n))
-    family = _family(b.weight_type, a.dtype, _two_scale_rows(k, group_size))
+    family = _family(b.weight_type, a.dtype, _two_scale_rows(k, group_size), b.layout)
     if ZERO_POINTS[b.weight_type] is None:
         if group_zeros is None:
             raise ValueError(f"group_zeros must be given for a {b.weight_type} weight (zero points per group and column)")
@@ -369,7 +408,7 @@ def mm(a: torch.Tensor, b: PrepackedWeight, group_scales: torch.Tensor, group_si
         _checks.same_device("out", out, index)
     if m == 0:
         return out
-    _checks.hopper("mm", index)
+    _checks.architecture("mm", index, b.layout)
     _checks.row_major("a", a)
     if not allocated:
         _checks.row_major("out", out)

@@ -7,7 +7,8 @@ from __future__ import annotations
 import torch
 
 from . import block_scaled, checkpoint, ops, scaled
-from .mixed_input import BITS, WEIGHT_TYPES, ZERO_POINTS, PrepackedWeight, _padded, mm, prepack_b, unpack_b
+from .mixed_input import (BITS, WEIGHT_TYPES, ZERO_POINTS, PrepackedWeight, _padded, default_layout, mm, prepack_b,
+                          unpack_b)
 from .quantize import QUANTIZERS, group_count, quantize_fp8, quantize_fp8_blocks, quantize_fp8_groups, quantize_int8
 
 
@@ -18,14 +19,16 @@ class QuantLinear(torch.nn.Module):
 
     The weight lives in buffers, so module.to(device) moves it: `qweight` (the prepacked codes),
     `scales` [K / group_size, N] in the activation dtype (bf16 or fp16), `zeros` (u4 and u8 only, the
-    same shape, integer zero points in that dtype), and `bias` [N] or None. On a Hopper GPU the forward is
-    quantgemm.mm; elsewhere it is the pure-torch reference. Build it with from_linear()
-    (round-to-nearest quantization), from_gptq() or from_awq().
+    same shape, integer zero points in that dtype), and `bias` [N] or None. On a GPU the forward is
+    quantgemm.mm; on the CPU it is the pure-torch reference. `layout` is the prepacked layout of
+    `qweight` (quantgemm.prepack_b): "sm90" for Hopper, "sm80" for the mma.sync kernels (sm_80 and
+    later); None picks the one for `device` (mixed_input.default_layout). Build it with
+    from_linear() (round-to-nearest quantization), from_gptq() or from_awq().
     """
 
     def __init__(self, in_features: int, out_features: int, group_size: int = 128, bias: bool = False,
                  device=None, dtype: torch.dtype = torch.bfloat16, weight_type: str = "u4b8",
-                 act_order: bool = False):
+                 act_order: bool = False, layout: str | None = None):
         super().__init__()
         if dtype not in (torch.bfloat16, torch.float16):
             raise ValueError(f"dtype must be torch.bfloat16 or torch.float16 (the activations the kernels take), "
@@ -34,8 +37,9 @@ class QuantLinear(torch.nn.Module):
             raise ValueError(f"weight_type must be one of {WEIGHT_TYPES}, got {weight_type!r}")
         self.in_features, self.out_features = in_features, out_features
         self.group_size, self.weight_type = group_size, weight_type
+        self.layout = default_layout(device or "cpu") if layout is None else layout
         groups = group_count(in_features, group_size)
-        n_pad, k_pad = _padded(out_features, in_features)
+        n_pad, k_pad = _padded(out_features, in_features, self.layout)
         self.register_buffer("qweight", torch.zeros(n_pad * k_pad * BITS[weight_type] // 8, dtype=torch.uint8,
                                                     device=device))
         self.register_buffer("scales", torch.ones(groups, out_features, dtype=dtype, device=device))
@@ -46,13 +50,14 @@ class QuantLinear(torch.nn.Module):
         self.register_buffer("perm", torch.arange(in_features, device=device) if act_order else None)
 
     @classmethod
-    def from_linear(cls, linear: torch.nn.Linear, group_size: int = 128, weight_type: str = "u4b8") -> "QuantLinear":
+    def from_linear(cls, linear: torch.nn.Linear, group_size: int = 128, weight_type: str = "u4b8",
+                    layout: str | None = None) -> "QuantLinear":
         """Quantizes linear.weight (round to nearest, per-group scales; u4 and u8 add per-group zero
         points) on its device."""
         w = linear.weight.detach()
         dtype = w.dtype if w.dtype in (torch.bfloat16, torch.float16) else torch.bfloat16
         layer = cls(linear.in_features, linear.out_features, group_size, linear.bias is not None, w.device,
-                    dtype, weight_type)
+                    dtype, weight_type, layout=layout)
         bias = None if linear.bias is None else linear.bias.detach()
         w_q, scales, *zeros = QUANTIZERS[weight_type](w.to(dtype), group_size)
         layer._load(w_q, scales, bias, *zeros)
@@ -88,7 +93,7 @@ class QuantLinear(torch.nn.Module):
 
     def _load(self, w_q: torch.Tensor, scales: torch.Tensor, bias: torch.Tensor | None,
               zeros: torch.Tensor | None = None) -> None:
-        self.qweight.copy_(prepack_b(w_q, self.weight_type).data)
+        self.qweight.copy_(prepack_b(w_q, self.weight_type, layout=self.layout).data)
         self.scales.copy_(scales.to(self.scales.dtype))
         if self.zeros is not None:
             self.zeros.copy_(zeros.to(self.zeros.dtype))
@@ -96,7 +101,7 @@ class QuantLinear(torch.nn.Module):
             self.bias.copy_(bias.to(self.bias.dtype))
 
     def _prepacked(self) -> PrepackedWeight:
-        return PrepackedWeight(self.qweight, self.out_features, self.in_features, self.weight_type)
+        return PrepackedWeight(self.qweight, self.out_features, self.in_features, self.weight_type, layout=self.layout)
 
     def weight_codes(self) -> torch.Tensor:
         """The [N, K] uint8 codes, unpacked on the CPU."""
@@ -117,14 +122,14 @@ class QuantLinear(torch.nn.Module):
         else:
             # one operator (quantgemm.ops): the reference on the CPU, and a single node to torch.compile
             y = ops.mm(a, self.qweight, self.out_features, self.in_features, self.weight_type, self.scales,
-                       self.group_size, self.zeros)
+                       self.group_size, self.zeros, layout=self.layout)
         if self.bias is not None:
             y = y + self.bias
         return y if x.dim() == 2 else y.reshape(*x.shape[:-1], self.out_features)
 
     def extra_repr(self) -> str:
         return (f"in_features={self.in_features}, out_features={self.out_features}, {self.weight_type}, "
-                f"group_size={self.group_size}, bias={self.bias is not None}")
+                f"group_size={self.group_size}, bias={self.bias is not None}, layout={self.layout}")
 
 
 class ScaledLinear(torch.nn.Module):

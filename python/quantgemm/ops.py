@@ -2,14 +2,14 @@
 ops (no graph break) and CUDA graphs capture them.
 
     torch.ops.quantgemm.mm(a, b_data, n, k, weight_type, group_scales, group_size, group_zeros, schedule,
-                           channel_scales, token_scales)
-    torch.ops.quantgemm.prepack_b(w_q, weight_type)
+                           channel_scales, token_scales, layout)
+    torch.ops.quantgemm.prepack_b(w_q, weight_type, layout)
     torch.ops.quantgemm.scaled_mm(a, b, scale_a, scale_b, bias, out_dtype, use_fast_accum, azp_adj, azp)
     torch.ops.quantgemm.block_scaled_mm(a, a_scales, b, b_scales)
     torch.ops.quantgemm.quantize_fp8(x, per_row) / quantize_int8(x, per_row)      -> (q, scale)
     torch.ops.quantgemm.quantize_fp8_groups(x, group_size) / quantize_fp8_blocks(w, block_size)
 
-The prepacked weight travels as its data tensor plus (n, k, weight_type), since an op's arguments
+The prepacked weight travels as its data tensor plus (n, k, weight_type, layout), since an op's arguments
 are tensors and scalars. On a CUDA device the ops run the kernels; on the CPU, the pure-torch
 reference (the same path QuantLinear takes there). The fake (meta) implementations run the eager
 argument checks, so a bad call fails the same way while tracing.
@@ -26,9 +26,10 @@ from .mixed_input import PrepackedWeight
 @torch.library.custom_op("quantgemm::mm", mutates_args=())
 def mm(a: torch.Tensor, b_data: torch.Tensor, n: int, k: int, weight_type: str, group_scales: torch.Tensor,
        group_size: int, group_zeros: torch.Tensor | None = None, schedule: str | None = None,
-       channel_scales: torch.Tensor | None = None, token_scales: torch.Tensor | None = None) -> torch.Tensor:
+       channel_scales: torch.Tensor | None = None, token_scales: torch.Tensor | None = None,
+       layout: str = "sm90") -> torch.Tensor:
     """quantgemm.mm as an operator: out [M, N] in a's dtype."""
-    b = PrepackedWeight(b_data, n, k, weight_type)
+    b = PrepackedWeight(b_data, n, k, weight_type, layout=layout)
     if a.is_cuda:
         return mixed_input.mm(a, b, group_scales, group_size, schedule=schedule, group_zeros=group_zeros,
                               channel_scales=channel_scales, token_scales=token_scales)
@@ -40,21 +41,22 @@ def mm(a: torch.Tensor, b_data: torch.Tensor, n: int, k: int, weight_type: str, 
 
 @mm.register_fake
 def _(a, b_data, n, k, weight_type, group_scales, group_size, group_zeros=None, schedule=None, channel_scales=None,
-      token_scales=None):
-    _, m, n = mixed_input.check_mm_args(a, PrepackedWeight(b_data, n, k, weight_type), group_scales, group_size,
+      token_scales=None, layout="sm90"):
+    _, m, n = mixed_input.check_mm_args(a, PrepackedWeight(b_data, n, k, weight_type, layout=layout), group_scales,
+                                        group_size,
                                         None, schedule, group_zeros, channel_scales, token_scales)
     return a.new_empty((m, n))
 
 
 @torch.library.custom_op("quantgemm::prepack_b", mutates_args=())
-def prepack_b(w_q: torch.Tensor, weight_type: str = "u4b8") -> torch.Tensor:
+def prepack_b(w_q: torch.Tensor, weight_type: str = "u4b8", layout: str = "sm90") -> torch.Tensor:
     """quantgemm.prepack_b as an operator: the prepacked data (N and K padded to whole blocks)."""
-    return mixed_input.prepack_b(w_q, weight_type).data
+    return mixed_input.prepack_b(w_q, weight_type, layout=layout).data
 
 
 @prepack_b.register_fake
-def _(w_q, weight_type="u4b8"):
-    n_pad, k_pad = mixed_input.check_prepack_args(w_q, weight_type)
+def _(w_q, weight_type="u4b8", layout="sm90"):
+    n_pad, k_pad = mixed_input.check_prepack_args(w_q, weight_type, layout=layout)
     return w_q.new_empty((n_pad * k_pad * mixed_input.BITS[weight_type] // 8,))
 
 

@@ -1,8 +1,10 @@
 """The pure-torch reference every kernel is checked against.
 
 It computes what the kernels compute, in their order, in fp32: the dequantized weight rounded to
-the activation dtype as the kernel's packed multiply rounds it, then an fp32 matmul. Only the fp32
-summation order and the final rounding to the output dtype differ from the kernel.
+the activation dtype as the kernel's packed multiply rounds it (the sm90 kernels), or left in fp32
+where the kernel scales fp32 partial sums instead (the sm80 kernels: exact_weight), then an fp32
+matmul. Only the fp32 summation order and the final rounding to the output dtype differ from the
+kernel.
 """
 
 from __future__ import annotations
@@ -13,15 +15,16 @@ from .quantize import group_count
 
 
 def _dequantize(w_q: torch.Tensor, scales: torch.Tensor, zeros: torch.Tensor | None, group_size: int,
-                zero_point: int | None = 8) -> torch.Tensor:
+                zero_point: int | None = 8, exact_weight: bool = False) -> torch.Tensor:
     """(w_q - zero) * scales[k // group_size, n], zero = zeros[k // group_size, n] if given, else
     zero_point (mixed_input.ZERO_POINTS of the weight type: None exactly for the types with zeros); the
-    difference exact, the product rounded once to scales.dtype; fp32 [N, K]."""
+    difference exact, the product rounded once to scales.dtype (unless exact_weight); fp32 [N, K]."""
     n, k = w_q.shape
     per_group = k // group_count(k, group_size)
     s = scales.float().repeat_interleave(per_group, dim=0).t()  # [N, K]
     z = float(zero_point) if zeros is None else zeros.float().repeat_interleave(per_group, dim=0).t()
-    return ((w_q.float() - z) * s).to(scales.dtype).float()
+    w = (w_q.float() - z) * s
+    return w if exact_weight else w.to(scales.dtype).float()
 
 
 def dequantize_u4b8(w_q: torch.Tensor, scales: torch.Tensor, group_size: int) -> torch.Tensor:
@@ -37,12 +40,14 @@ def dequantize_u4(w_q: torch.Tensor, scales: torch.Tensor, zeros: torch.Tensor, 
 
 def mm_quantized(a: torch.Tensor, w_q: torch.Tensor, scales: torch.Tensor, group_size: int,
             zeros: torch.Tensor | None = None, channel_scales: torch.Tensor | None = None,
-            token_scales: torch.Tensor | None = None, zero_point: int | None = 8) -> torch.Tensor:
+            token_scales: torch.Tensor | None = None, zero_point: int | None = 8,
+            exact_weight: bool = False) -> torch.Tensor:
     """fp32 [M, N] = a @ W^T for a weight with a fixed zero point (zeros None: u4b8, zero_point 8;
     u8b128, zero_point 128) or zero points per group (u4, u8: their zeros), times the optional fp32
-    channel_scales[n] * token_scales[m] (in that order, as the kernel's epilogue)."""
+    channel_scales[n] * token_scales[m] (in that order, as the kernel's epilogue). exact_weight: W
+    in fp32, not rounded to the scales' dtype (what the sm80 kernels compute)."""
     zeros = None if zeros is None else zeros.to(a.device)
-    w = _dequantize(w_q.to(a.device), scales.to(a.device), zeros, group_size, zero_point)
+    w = _dequantize(w_q.to(a.device), scales.to(a.device), zeros, group_size, zero_point, exact_weight)
     out = a.float() @ w.t()
     if channel_scales is None and token_scales is None:
         return out

@@ -29,4 +29,10 @@ cudaError_t prepack_b_u8(uint8_t const* codes, int N, int K, uint8_t* packed, cu
 void prepack_b_u8_host(uint8_t const* codes, int N, int K, uint8_t* packed);
 void unpack_b_u8_host(uint8_t const* packed, int N, int K, uint8_t* codes);
 
+/// The sm80 kernel's layout (layout/prepacked_b_sm80.hpp) of `bits`-bit codes (4 or 8): N % 64 == 0
+/// and K % 64 == 0; the GPU prepack, its host reference, and the inverse of that.
+cudaError_t prepack_b_sm80(int bits, uint8_t const* codes, int N, int K, uint8_t* packed, cudaStream_t stream);
+void prepack_b_sm80_host(int bits, uint8_t const* codes, int N, int K, uint8_t* packed);
+void unpack_b_sm80_host(int bits, uint8_t const* packed, int N, int K, uint8_t* codes);
+
 }  // namespace quantgemm

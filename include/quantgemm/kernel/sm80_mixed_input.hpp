@@ -1,0 +1,563 @@
+/*! \file
+    \brief The sm80 mixed-input GEMM (Ampere, Ada; it also runs on Hopper): mma.sync m16n8k16 on
+           the transposed problem, a cp.async multistage pipeline, stream-K.
+
+             out[m, n] = cs[n] * ts[m] * sum_g s[g, n] * sum_{k in g} (q[n, k] - zero) * a[m, k]
+             (fp32; cs, ts optional fp32 channel and token scales, else 1)
+
+    out^T = W a^T: the weight is the mma's A operand (four m16 tiles a warp, 64 rows), the
+    activation its B operand (TileM / 8 n8 tiles of tokens). 8 warps: WarpsN along the weight's
+    rows (TileN = 64 WarpsN) times WarpsK along each 64-deep stage's four k16 steps, whose
+    partial sums meet in shared memory at the end of a tile.
+
+    Codes become exact integers f (q - z) in the 16-bit type, unscaled: one LOP3 per pair of 4-bit
+    codes puts them under a magic number B (bf16 128, fp16 1024) as B + f q (f = 1, or 16 for the
+    odd tiles of fp16, whose codes sit 4 bits higher in the word), one packed add subtracts B + f z;
+    8-bit codes go through one PRMT a pair (fp16, under 1024) or through fp32 (bf16). The mma sums
+    them into fp32 partials per group; when a group ends, acc += (s / f) * partial: one FMA per
+    accumulator and group in place of a packed multiply per pair of codes, and the weight is
+    s (q - z) unrounded (reference.mm_quantized(..., exact_weight=True)).
+
+    Pipeline: Stages buffers of (the weight's 64-deep block per block row, the activation tile, one
+    or two group-scale and zero-point rows), filled by cp.async from every thread Stages - 1 ahead
+    of the mma, one __syncthreads per stage. Work: stream-K over the CTAs that fit on the device
+    (kernel/stream_k.hpp); a split tile's later pieces store fp32 partials in the workspace and
+    count themselves in, its first piece adds them in CTA order.
+*/
+#pragma once
+
+#include <cstdint>
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <type_traits>
+
+#include "cute/config.hpp"
+#include "cutlass/numeric_types.h"
+
+#include "quantgemm/kernel/stream_k.hpp"
+#include "quantgemm/layout/prepacked_b_sm80.hpp"
+#include "quantgemm/numeric/u4.hpp"
+#include "quantgemm/numeric/u8.hpp"
+
+namespace quantgemm {
+namespace sm80 {
+
+CUTE_DEVICE uint32_t smem_address(void const* p) { return static_cast<uint32_t>(__cvta_generic_to_shared(p)); }
+
+/// 16 bytes global -> shared, bypassing L1; zeros when !valid (src is then not read).
+CUTE_DEVICE void cp_async_16(uint32_t dst, void const* src, bool valid) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(valid ? 16 : 0));
+}
+CUTE_DEVICE void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+template <int Pending>
+CUTE_DEVICE void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(Pending));
+}
+
+CUTE_DEVICE uint4 lds128(uint32_t address) {
+  uint4 v;
+  asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];\n" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "r"(address));
+  return v;
+}
+
+CUTE_DEVICE uint16_t lds16(uint32_t address) {
+  uint16_t v;
+  asm volatile("ld.shared.u16 %0, [%1];\n" : "=h"(v) : "r"(address));
+  return v;
+}
+
+/// Two 8x8 b16 matrices: lanes 0-7 address the first's rows, lanes 8-15 the second's.
+CUTE_DEVICE void ldmatrix_x2(uint32_t (&r)[2], uint32_t address) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%0, %1}, [%2];\n" : "=r"(r[0]), "=r"(r[1]) : "r"(address));
+}
+
+/// d += a b, m16n8k16, fp32 accumulators.
+template <class Element>
+CUTE_DEVICE void mma_16816(float (&d)[4], uint32_t const (&a)[4], uint32_t const (&b)[2]) {
+  if constexpr (std::is_same_v<Element, cutlass::half_t>) {
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+        "{%0, %1, %2, %3};\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+  } else {
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+        "{%0, %1, %2, %3};\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+  }
+}
+
+/// The codes of one lane's k16 step (layout/prepacked_b_sm80.hpp) -> the A fragments of its four
+/// m16 tiles, exact integers factor(t) * (q - z) in Element.
+template <class Weight, class Element>
+struct Codes {
+  static constexpr bool kFp16 = std::is_same_v<Element, cutlass::half_t>;
+  static constexpr int kBits = Weight::kBits;
+  static constexpr int kWords = kBits == 4 ? 4 : 8;
+  /// 8-bit codes into bf16 go through fp32 (2^23 + q); the others sit under a 16-bit magic number
+  static constexpr bool kThroughFloat = kBits == 8 && !kFp16;
+  static constexpr float kBase = kThroughFloat ? 8388608.f : (kFp16 ? 1024.f : 128.f);
+  /// tile t's codes come out times factor(t): fp16 takes the odd tiles' nibbles where they lie
+  CUTE_HOST_DEVICE static constexpr float factor(int t) { return kBits == 4 && kFp16 && t % 2 ? 16.f : 1.f; }
+  /// -(kBase + factor * z): a packed pair of Element, or (through fp32) a float
+  using Offset = std::conditional_t<kThroughFloat, float, uint32_t>;
+
+  CUTE_DEVICE static Offset offset(int t, float zero) {
+    float const v = -fmaf(factor(t), zero, kBase);  // exact: an integer below 2^11 (or 2^23 + 255)
+    if constexpr (kThroughFloat) {
+      return v;
+    } else if constexpr (kFp16) {
+      __half2 const h = __floats2half2_rn(v, v);
+      return reinterpret_cast<uint32_t const&>(h);
+    } else {
+      __nv_bfloat162 const h = __floats2bfloat162_rn(v, v);
+      return reinterpret_cast<uint32_t const&>(h);
+    }
+  }
+
+  /// x + offset, exact
+  CUTE_DEVICE static uint32_t add(uint32_t x, uint32_t offset) {
+    if constexpr (kFp16) {
+      __half2 const r = __hadd2(reinterpret_cast<__half2 const&>(x), reinterpret_cast<__half2 const&>(offset));
+      return reinterpret_cast<uint32_t const&>(r);
+    } else {
+      __nv_bfloat162 const r = __hfma2(reinterpret_cast<__nv_bfloat162 const&>(x), __float2bfloat162_rn(1.f),
+                                       reinterpret_cast<__nv_bfloat162 const&>(offset));
+      return reinterpret_cast<uint32_t const&>(r);
+    }
+  }
+
+  /// off[t][h]: the offset of tile t's rows g (h = 0) and g + 8 (h = 1)
+  CUTE_DEVICE static void convert(uint32_t const (&w)[kWords], Offset const (&off)[4][2], uint32_t (&a)[4][4]) {
+    if constexpr (kBits == 4) {
+      constexpr uint32_t kMagic = kFp16 ? 0x64006400u : 0x43004300u;
+      CUTE_UNROLL
+      for (int i = 0; i < 4; ++i) {  // word i: tiles 2 (i / 2) and 2 (i / 2) + 1, registers 2 (i % 2) + {0, 1}
+        int const t = 2 * (i / 2), h = 2 * (i % 2);
+        uint32_t const x = w[i], x8 = x >> 8;
+        a[t][h] = add(lop3_and_or(x, 0x000f000fu, kMagic), off[t][0]);
+        a[t][h + 1] = add(lop3_and_or(x8, 0x000f000fu, kMagic), off[t][1]);
+        if constexpr (kFp16) {  // 1024 + 16 q: fp16 has room for the code 4 bits up
+          a[t + 1][h] = add(lop3_and_or(x, 0x00f000f0u, kMagic), off[t + 1][0]);
+          a[t + 1][h + 1] = add(lop3_and_or(x8, 0x00f000f0u, kMagic), off[t + 1][1]);
+        } else {  // bf16's 7 mantissa bits do not: shift the code down
+          a[t + 1][h] = add(lop3_and_or(x >> 4, 0x000f000fu, kMagic), off[t + 1][0]);
+          a[t + 1][h + 1] = add(lop3_and_or(x >> 12, 0x000f000fu, kMagic), off[t + 1][1]);
+        }
+      }
+    } else {
+      CUTE_UNROLL
+      for (int i = 0; i < 8; ++i) {  // word i: tile i / 2, registers 2 (i % 2) + {0, 1}
+        int const t = i / 2, h = 2 * (i % 2);
+        if constexpr (kFp16) {  // bytes {0, 1} and {2, 3} under 0x64: 1024 + q
+          a[t][h] = add(prmt(w[i], 0x64646464u, 0x7170u), off[t][0]);
+          a[t][h + 1] = add(prmt(w[i], 0x64646464u, 0x7372u), off[t][1]);
+        } else {  // 2^23 + q in fp32, minus 2^23 + z, two packed into bf16x2 (exact: |q - z| < 256)
+          CUTE_UNROLL
+          for (int p = 0; p < 2; ++p) {
+            float const lo = __uint_as_float(prmt(w[i], 0x4B000000u, 0x7440u + 2 * p)) + off[t][p];
+            float const hi = __uint_as_float(prmt(w[i], 0x4B000000u, 0x7441u + 2 * p)) + off[t][p];
+            __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+            a[t][h + p] = reinterpret_cast<uint32_t&>(v);
+          }
+        }
+      }
+    }
+  }
+};
+
+template <class Element>
+CUTE_DEVICE float to_float(uint16_t bits) {
+  if constexpr (std::is_same_v<Element, cutlass::half_t>) {
+    return __half2float(__ushort_as_half(bits));
+  } else {
+    return __uint_as_float(uint32_t(bits) << 16);
+  }
+}
+
+template <class Weight_, class Element_, int TileN_, int TileM_, int Stages_>
+struct MixedInputKernel {
+  using Weight = Weight_;
+  using Element = Element_;  ///< activations, scales, zero points, output
+  using Layout = Sm80PrepackedBLayoutOfBits<Weight::kBits>;
+  using Cvt = Codes<Weight, Element>;
+  static constexpr int TileN = TileN_;
+  static constexpr int TileM = TileM_;
+  static constexpr int TileK = Layout::kBlockK;
+  static constexpr int Stages = Stages_;
+  static constexpr int kThreads = 256;
+  static constexpr int WarpsN = TileN / 64;
+  static constexpr int WarpsK = 8 / WarpsN;
+  static constexpr int kStepsPerWarp = Layout::kKSteps / WarpsK;  ///< k16 steps of a stage per warp
+  static constexpr int kNT = TileM / 8;                            ///< n8 token tiles
+  static constexpr int kAcc = 4 * kNT * 4;                         ///< fp32 accumulators per lane
+  static constexpr bool kGroupZeros = Weight::kGroupZeros;
+  static_assert(WarpsN * WarpsK == 8 && (WarpsK == 1 || WarpsK == 2 || WarpsK == 4), "TileN: 128, 256 or 512");
+  static_assert(TileM == 8 || TileM == 16 || TileM == 32, "TileM: 8, 16 or 32");
+
+  // one stage: the weight blocks, the activation tile (rows of 64 k, 16-byte chunks swizzled by
+  // row), two scale rows (and two zero-point rows)
+  static constexpr int kWeightBytes = WarpsN * Layout::kBlockBytes;
+  static constexpr int kActBytes = TileM * TileK * 2;
+  static constexpr int kScaleRows = 2;
+  static constexpr int kScaleBytes = kScaleRows * TileN * 2;
+  static constexpr int kStageBytes = kWeightBytes + kActBytes + kScaleBytes * (kGroupZeros ? 2 : 1);
+  /// the K-split partials of warps WarpsK > 0, met in shared memory at a tile's end
+  static constexpr int kReduceBytes = (WarpsK - 1) * WarpsN * kAcc * 32 * 4;
+  static constexpr int kSharedBytes = Stages * kStageBytes + kReduceBytes;
+  static constexpr int kTileFloats = TileN * TileM;
+
+  struct Params {
+    Element const* a;
+    int64_t lda;
+    uint8_t const* b;          ///< prepacked, k_iters x 64 columns, rows padded to a multiple of 64
+    Element const* scales;     ///< [groups, N]
+    Element const* zeros;      ///< [groups, N] (weights with group zeros)
+    float const* channel_scales;
+    float const* token_scales;
+    Element* out;
+    int64_t ldo;
+    int M, N, K;
+    int n_blocks;              ///< prepacked block rows (N padded / 64)
+    int group_size;            ///< k per scale row (K rounded up to 64 for one group)
+    int groups;
+    StreamKDecomposition work;
+    float* workspace;
+    int* counters;
+  };
+
+  /// Walks a CTA's (tile, k-iteration) units in order, as the loads and the mma both visit them.
+  struct Units {
+    SegmentIterator segments;
+    WorkSegment seg{0, 0, 0, -1};
+    int kb = 0;
+    CUTE_DEVICE Units(StreamKDecomposition const& d) : segments(d, blockIdx.x) {}
+    CUTE_DEVICE bool next(int& tile, int& k_iter) {
+      if (kb >= seg.k_end) {
+        if (!segments.next(seg)) {
+          return false;
+        }
+        kb = seg.k_begin;
+      }
+      tile = seg.tile;
+      k_iter = kb++;
+      return true;
+    }
+  };
+
+  CUTE_DEVICE static void load_stage(Params const& p, char* stage, int tile, int kb) {
+    int const tiles_n = p.work.tiles_n;
+    int const nb0 = (tile % tiles_n) * WarpsN;
+    int const n0 = nb0 * 64;
+    int const m0 = (tile / tiles_n) * TileM;
+    uint32_t const base = smem_address(stage);
+    constexpr int kBlockChunks = Layout::kBlockBytes / 16;
+    static_assert(kWeightBytes / 16 % kThreads == 0, "whole 16-byte chunks per thread");
+    CUTE_UNROLL
+    for (int i = 0; i < kWeightBytes / 16 / kThreads; ++i) {
+      int const c = i * kThreads + threadIdx.x;
+      int const nb = nb0 + c / kBlockChunks;
+      bool const ok = nb < p.n_blocks;
+      uint8_t const* src = p.b + (ok ? Layout::block_offset_bytes(nb, kb, p.work.iters * TileK) + (c % kBlockChunks) * 16 : 0);
+      cp_async_16(base + c * 16, src, ok);
+    }
+    if (threadIdx.x < TileM * 8) {  // activation row r, chunk c (8 k) at chunk c ^ (r % 8)
+      int const r = threadIdx.x / 8, c = threadIdx.x % 8;
+      int const m = m0 + r, k = kb * TileK + c * 8;
+      bool const ok = m < p.M && k < p.K;
+      Element const* src = ok ? p.a + m * p.lda + k : p.a;
+      cp_async_16(base + kWeightBytes + r * 128 + ((c ^ (r % 8)) * 16), src, ok);
+    }
+    // the scale (and zero-point) rows of k = kb * 64 and, for groups that may end half-way through
+    // the stage, k = kb * 64 + 32, clamped to the last group
+    int const rows = p.group_size % TileK != 0 ? 2 : 1;
+    constexpr int kRowChunks = TileN / 8;
+    static_assert(2 * kRowChunks * 2 <= kThreads, "one chunk per thread");
+    if (int const c = threadIdx.x; c < rows * kRowChunks * (kGroupZeros ? 2 : 1)) {
+      int const which = c / (rows * kRowChunks);  // 0 scales, 1 zeros
+      int const row = (c / kRowChunks) % rows;
+      int const n = n0 + (c % kRowChunks) * 8;
+      int g = (kb * TileK + row * 32) / p.group_size;
+      g = g < p.groups ? g : p.groups - 1;
+      bool const ok = n < p.N;
+      Element const* src = (which ? p.zeros : p.scales) + (ok ? int64_t(g) * p.N + n : 0);
+      cp_async_16(base + kWeightBytes + kActBytes + which * kScaleBytes + (row * TileN + (c % kRowChunks) * 8) * 2,
+                  src, ok);
+    }
+  }
+
+  struct Accumulators {
+    float acc[4][kNT][4];
+    float part[4][kNT][4];                  ///< the current group's sums of f (q - z) a
+    float scale[4][2];                      ///< s / f of the lane's rows 16 t + g (+ 8)
+    typename Cvt::Offset offset[4][2];      ///< -(B + f z) of the same rows
+
+    CUTE_DEVICE void clear_group() {
+      CUTE_UNROLL
+      for (int t = 0; t < 4; ++t) {
+        CUTE_UNROLL
+        for (int j = 0; j < kNT; ++j) {
+          CUTE_UNROLL
+          for (int i = 0; i < 4; ++i) {
+            part[t][j][i] = 0.f;
+          }
+        }
+      }
+    }
+
+    /// acc += s / f * part, then a new group.
+    CUTE_DEVICE void flush() {
+      CUTE_UNROLL
+      for (int t = 0; t < 4; ++t) {
+        CUTE_UNROLL
+        for (int j = 0; j < kNT; ++j) {
+          CUTE_UNROLL
+          for (int i = 0; i < 4; ++i) {
+            acc[t][j][i] = fmaf(scale[t][i / 2], part[t][j][i], acc[t][j][i]);
+          }
+        }
+      }
+      clear_group();
+    }
+
+    /// The scale and offset of group row `row` of the stage at `scales` (the zero points follow).
+    CUTE_DEVICE void load_group(uint32_t scales, int row, int n_local) {
+      CUTE_UNROLL
+      for (int t = 0; t < 4; ++t) {
+        CUTE_UNROLL
+        for (int h = 0; h < 2; ++h) {
+          uint32_t const at = scales + (row * TileN + n_local + 16 * t + 8 * h) * 2;
+          scale[t][h] = to_float<Element>(lds16(at)) * (1.f / Cvt::factor(t));
+          if constexpr (kGroupZeros) {
+            offset[t][h] = Cvt::offset(t, to_float<Element>(lds16(at + kScaleBytes)));
+          } else {
+            offset[t][h] = Cvt::offset(t, float(Weight::kZeroPoint));
+          }
+        }
+      }
+    }
+  };
+
+  CUTE_DEVICE static void run(Params const& p, char* smem) {
+    int const warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    int const wn = warp % WarpsN, wk = warp / WarpsN;
+    int const tiles_n = p.work.tiles_n;
+
+    Units loads(p.work);
+    CUTE_UNROLL
+    for (int s = 0; s < Stages - 1; ++s) {
+      int tile, kb;
+      if (loads.next(tile, kb)) {
+        load_stage(p, smem + s * kStageBytes, tile, kb);
+      }
+      cp_async_commit();
+    }
+
+    uint32_t const smem_base = smem_address(smem);
+    // ldmatrix addresses: lane l (0..15) points at token row (l % 8) of an n8 tile, chunk l / 8
+    int const lm_row = lane % 8, lm_chunk = (lane / 8) % 2;
+
+    int stage = 0;
+    SegmentIterator segments(p.work, blockIdx.x);
+    Accumulators r;
+    for (WorkSegment seg; segments.next(seg);) {
+      CUTE_UNROLL
+      for (int t = 0; t < 4; ++t) {
+        CUTE_UNROLL
+        for (int j = 0; j < kNT; ++j) {
+          CUTE_UNROLL
+          for (int i = 0; i < 4; ++i) {
+            r.acc[t][j][i] = 0.f;
+          }
+        }
+      }
+      r.clear_group();
+      int group = -1;
+      for (int kb = seg.k_begin; kb < seg.k_end; ++kb) {
+        cp_async_wait<Stages - 2>();
+        __syncthreads();
+        {
+          int tile, k_iter;
+          int const refill = stage == 0 ? Stages - 1 : stage - 1;
+          if (loads.next(tile, k_iter)) {
+            load_stage(p, smem + refill * kStageBytes, tile, k_iter);
+          }
+          cp_async_commit();
+        }
+        uint32_t const st = smem_base + stage * kStageBytes;
+        uint32_t const weights = st + (wn * Layout::kKSteps) * Layout::kStepBytes;
+        uint32_t const act = st + kWeightBytes;
+        uint32_t const scales = st + kWeightBytes + kActBytes;
+        CUTE_UNROLL
+        for (int q = 0; q < kStepsPerWarp; ++q) {
+          int const s = wk * kStepsPerWarp + q;
+          int const g = (kb * TileK + s * 16) / p.group_size;
+          if (g != group) {  // (the stage holds the rows of its first k and of k + 32)
+            if (group >= 0) {
+              r.flush();
+            }
+            group = g;
+            r.load_group(scales, g - kb * TileK / p.group_size, wn * 64 + lane / 4);
+          }
+          uint32_t w[Cvt::kWords];
+          {
+            uint4 const v = lds128(weights + s * Layout::kStepBytes + Layout::load_offset(lane, 0));
+            w[0] = v.x, w[1] = v.y, w[2] = v.z, w[3] = v.w;
+            if constexpr (Cvt::kWords == 8) {
+              uint4 const u = lds128(weights + s * Layout::kStepBytes + Layout::load_offset(lane, 1));
+              w[4] = u.x, w[5] = u.y, w[6] = u.z, w[7] = u.w;
+            }
+          }
+          uint32_t b[kNT][2];
+          CUTE_UNROLL
+          for (int j = 0; j < kNT; ++j) {
+            int const row = j * 8 + lm_row, chunk = 2 * s + lm_chunk;
+            ldmatrix_x2(b[j], act + row * 128 + ((chunk ^ (row % 8)) * 16));
+          }
+          uint32_t a[4][4];
+          Cvt::convert(w, r.offset, a);
+          CUTE_UNROLL
+          for (int j = 0; j < kNT; ++j) {
+            CUTE_UNROLL
+            for (int t = 0; t < 4; ++t) {
+              mma_16816<Element>(r.part[t][j], a[t], b[j]);
+            }
+          }
+        }
+        stage = stage == Stages - 1 ? 0 : stage + 1;
+      }
+      if (group >= 0) {
+        r.flush();
+      }
+      finish_segment(p, smem, seg, r, wn, wk, lane, tiles_n);
+    }
+    cp_async_wait<0>();
+  }
+
+  /// The K-split warps' sums meet in shared memory; then stream-K's fixup; then the store.
+  CUTE_DEVICE static void finish_segment(Params const& p, char* smem, WorkSegment const& seg, Accumulators& r, int wn,
+                                         int wk, int lane, int tiles_n) {
+    constexpr int kChunks = kAcc / 4;
+    auto chunk = [&](int i) -> float* { return &r.acc[0][0][0] + 4 * i; };
+    if constexpr (WarpsK > 1) {
+      float4* red = reinterpret_cast<float4*>(smem + Stages * kStageBytes);
+      if (wk > 0) {
+        CUTE_UNROLL
+        for (int i = 0; i < kChunks; ++i) {
+          float const* c = chunk(i);
+          red[(((wk - 1) * WarpsN + wn) * kChunks + i) * 32 + lane] = make_float4(c[0], c[1], c[2], c[3]);
+        }
+      }
+      __syncthreads();
+      if (wk == 0) {
+        CUTE_UNROLL
+        for (int o = 1; o < WarpsK; ++o) {
+          CUTE_UNROLL
+          for (int i = 0; i < kChunks; ++i) {
+            float4 const x = red[(((o - 1) * WarpsN + wn) * kChunks + i) * 32 + lane];
+            float* c = chunk(i);
+            c[0] += x.x, c[1] += x.y, c[2] += x.z, c[3] += x.w;
+          }
+        }
+      }
+      __syncthreads();  // the buffer is free for the next tile
+    }
+    StreamKDecomposition const& d = p.work;
+    bool const whole = seg.whole(d.iters);
+    float4* const workspace = reinterpret_cast<float4*>(p.workspace);
+    auto piece = [&](int c) {
+      return workspace + int64_t(d.sk_slot(c, seg.sk_tile)) * (kTileFloats / 4) + (wn * kChunks) * 32 + lane;
+    };
+    int* const counter = whole ? nullptr : &p.counters[seg.sk_tile];
+    if (!whole && seg.k_begin != 0) {  // a later piece: publish the partial, go on
+      if (wk == 0) {
+        float4* const mine = piece(blockIdx.x);
+        CUTE_UNROLL
+        for (int i = 0; i < kChunks; ++i) {
+          float const* c = chunk(i);
+          __stcg(mine + i * 32, make_float4(c[0], c[1], c[2], c[3]));
+        }
+      }
+      __syncthreads();
+      if (threadIdx.x == 0) {
+        asm volatile("red.release.gpu.global.add.s32 [%0], 1;" ::"l"(counter) : "memory");
+      }
+      return;
+    }
+    if (!whole) {  // the first piece: wait for the later ones, add them in CTA order
+      uint32_t const u0 = uint32_t(seg.sk_tile) * uint32_t(d.iters);
+      int const c_lo = d.sk_owner(u0);
+      int const c_hi = d.sk_owner(u0 + d.iters - 1);
+      if (threadIdx.x == 0) {
+        for (int seen = -1;;) {
+          asm volatile("ld.acquire.gpu.global.s32 %0, [%1];" : "=r"(seen) : "l"(counter) : "memory");
+          if (seen == c_hi - c_lo) {
+            break;
+          }
+          __nanosleep(32);
+        }
+        *counter = 0;
+      }
+      __syncthreads();
+      if (wk == 0) {
+        for (int c = c_lo + 1; c <= c_hi; ++c) {
+          float4 const* src = piece(c);
+          float4 x[kChunks];
+          CUTE_UNROLL
+          for (int i = 0; i < kChunks; ++i) {
+            x[i] = __ldcg(src + i * 32);
+          }
+          CUTE_UNROLL
+          for (int i = 0; i < kChunks; ++i) {
+            float* v = chunk(i);
+            v[0] += x[i].x, v[1] += x[i].y, v[2] += x[i].z, v[3] += x[i].w;
+          }
+        }
+      }
+    }
+    if (wk == 0) {
+      store(p, r, seg.tile % tiles_n, seg.tile / tiles_n, wn, lane);
+    }
+  }
+
+  /// Accumulator (t, j, i): weight row 16 t + g + 8 (i / 2) of the warp's 64, token 8 j + 2 r + i % 2.
+  CUTE_DEVICE static void store(Params const& p, Accumulators const& r, int n_tile, int m_tile, int wn, int lane) {
+    int const g = lane / 4, q = lane % 4;
+    CUTE_UNROLL
+    for (int t = 0; t < 4; ++t) {
+      CUTE_UNROLL
+      for (int h = 0; h < 2; ++h) {
+        int const n = n_tile * TileN + wn * 64 + 16 * t + g + 8 * h;
+        if (n >= p.N) {
+          continue;
+        }
+        float const cs = p.channel_scales != nullptr ? p.channel_scales[n] : 1.f;
+        CUTE_UNROLL
+        for (int j = 0; j < kNT; ++j) {
+          CUTE_UNROLL
+          for (int e = 0; e < 2; ++e) {
+            int const m = m_tile * TileM + 8 * j + 2 * q + e;
+            if (m < p.M) {
+              float const ts = p.token_scales != nullptr ? p.token_scales[m] : 1.f;
+              p.out[int64_t(m) * p.ldo + n] = Element(r.acc[t][j][2 * h + e] * (cs * ts));
+            }
+          }
+        }
+      }
+    }
+  }
+};
+
+template <class Kernel>
+__global__ void __launch_bounds__(Kernel::kThreads, Kernel::TileM <= 16 ? 2 : 1)
+    sm80_mixed_input_stream_k(typename Kernel::Params const params) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  extern __shared__ __align__(128) char smem[];
+  Kernel::run(params, smem);
+#endif
+}
+
+}  // namespace sm80
+}  // namespace quantgemm
