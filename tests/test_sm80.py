@@ -154,12 +154,14 @@ def test_heuristic_matches_reference_on_a_large_layer(weight_type, dtype, m):
 @requires_sm80
 @pytest.mark.parametrize("g", [32, 64, 128, -1])
 def test_group_sizes_and_epilogue_scales(g):
+    sm80_schedules("u4", torch.bfloat16)
     for m in (1, 19):
         check(m, 1024, 2048, g, "u4", torch.bfloat16, channel=True, token=True)
 
 
 @requires_sm80
 def test_strides_m_zero_and_graphs():
+    sm80_schedules("u4b8", torch.bfloat16)
     n, k = 4096, 4096
     big = torch.randn(70, k + 64, device="cuda", dtype=torch.bfloat16)
     check(64, n, k, 128, "u4b8", torch.bfloat16, a=big[3:67, 32:32 + k])  # row slice, padded leading dimension
@@ -188,8 +190,9 @@ def test_gpu_prepack_equals_host_reference():
 
 @requires_sm80
 def test_quant_linear_and_operator_take_the_sm80_layout():
+    sm80_schedules("u4", torch.bfloat16)
     linear = torch.nn.Linear(512, 384, bias=True, device="cuda", dtype=torch.bfloat16)
-    layer = quantgemm.QuantLinear.from_linear(linear, 128, "u4", layout="sm80")
+    layer = quantgemm.nn.QuantLinear.from_linear(linear, 128, "u4", layout="sm80")
     assert layer.layout == "sm80" and layer._prepacked().layout == "sm80"
     x = torch.randn(5, 512, device="cuda", dtype=torch.bfloat16)
     eager = layer(x)

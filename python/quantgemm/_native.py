@@ -19,7 +19,7 @@ def native():
 @functools.lru_cache(maxsize=None)
 def cuda_architectures() -> tuple[str, ...]:
     """The CUDA architectures the extension was compiled for (CMAKE_CUDA_ARCHITECTURES)."""
-    return tuple(native().cuda_architectures.split(";"))
+    return tuple(native().cuda_architectures.split(","))
 
 
 @functools.lru_cache(maxsize=None)

@@ -208,6 +208,8 @@ struct MixedInputKernel {
   static constexpr int kReduceBytes = (WarpsK - 1) * WarpsN * kAcc * 32 * 4;
   static constexpr int kSharedBytes = Stages * kStageBytes + kReduceBytes;
   static constexpr int kTileFloats = TileN * TileM;
+  /// CTAs an SM should hold (the register cap follows): two up to 16 tokens (three spill at 80 registers)
+  static constexpr int kMinBlocks = TileM <= 16 ? 2 : 1;
 
   struct Params {
     Element const* a;
@@ -228,65 +230,104 @@ struct MixedInputKernel {
     int* counters;
   };
 
-  /// Walks a CTA's (tile, k-iteration) units in order, as the loads and the mma both visit them.
-  struct Units {
+  /// One thread's share of the stage loads, walking the CTA's (tile, k-iteration) units in the
+  /// order the mma visits them. Per tile it computes its source pointers once; per stage it adds
+  /// the k offset and issues its cp.asyncs.
+  struct Loader {
+    static constexpr int kBlockChunks = Layout::kBlockBytes / 16;
+    static constexpr int kChunks = kWeightBytes / 16 / kThreads;  ///< weight chunks per thread
+    static_assert(kWeightBytes / 16 % kThreads == 0 && kThreads % kBlockChunks == 0, "whole chunks per thread");
+    static constexpr int kRowChunks = TileN / 8;  ///< 16-byte chunks of a scale row
+    /// the activation chunks go to the last threads, the scale rows to the first: other warps
+    static constexpr int kActThread0 = kThreads - TileM * 8;
+
     SegmentIterator segments;
     WorkSegment seg{0, 0, 0, -1};
     int kb = 0;
-    CUTE_DEVICE Units(StreamKDecomposition const& d) : segments(d, blockIdx.x) {}
-    CUTE_DEVICE bool next(int& tile, int& k_iter) {
+    uint8_t const* weight = nullptr;  ///< chunk 0 at k-iteration 0; chunk i a further i * weight_stride
+    int64_t weight_stride = 0;
+    int weight_ok = 0;                ///< bit i: chunk i's block row exists
+    Element const* act = nullptr;     ///< this thread's activation chunk at k = 0 (rows past M: none)
+    Element const* group_row = nullptr;  ///< this thread's scale or zero-point chunk, column n
+    uint32_t group_dst = 0;           ///< its place in a stage
+    int group_k = 0;                  ///< its k in the stage: 0, or 32 for the second row
+    int group = 0;                    ///< the scale row of this thread's k (kb * 64 + group_k)
+    int group_next_k = 0;             ///< where that group ends
+    bool group_loads = false;         ///< whether this thread loads a scale or zero-point chunk
+
+    CUTE_DEVICE explicit Loader(StreamKDecomposition const& d) : segments(d, blockIdx.x) {}
+
+    CUTE_DEVICE void start_tile(Params const& p) {
+      int const tiles_n = p.work.tiles_n;
+      int const nb0 = (seg.tile % tiles_n) * WarpsN;
+      int const m0 = (seg.tile / tiles_n) * TileM;
+      int const t = threadIdx.x;
+      int const nb = nb0 + t / kBlockChunks;
+      weight = p.b + int64_t(nb) * p.work.iters * Layout::kBlockBytes + (t % kBlockChunks) * 16;
+      weight_stride = int64_t(kThreads / kBlockChunks) * p.work.iters * Layout::kBlockBytes;
+      weight_ok = 0;
+      CUTE_UNROLL
+      for (int i = 0; i < kChunks; ++i) {
+        weight_ok |= (nb + i * (kThreads / kBlockChunks) < p.n_blocks) << i;
+      }
+      int const ta = t - kActThread0;
+      int const m = m0 + ta / 8;
+      act = ta >= 0 && m < p.M ? p.a + m * p.lda + (ta % 8) * 8 : nullptr;
+      // chunk t: [scales | zeros][row][column chunk], rows 1 or 2 (groups that may end half-way
+      // through a stage)
+      bool const two_rows = p.group_size % TileK != 0;
+      int const row = two_rows ? (t / kRowChunks) % 2 : 0;
+      int const which = two_rows ? t / (2 * kRowChunks) : t / kRowChunks;  // 0 scales, 1 zeros
+      group_loads = which < (kGroupZeros ? 2 : 1);
+      group_row = nullptr;
+      if (group_loads) {
+        int const n = nb0 * 64 + (t % kRowChunks) * 8;
+        if (n < p.N) {
+          group_row = (which ? p.zeros : p.scales) + n;
+        }
+        group_dst = kWeightBytes + kActBytes + which * kScaleBytes + (row * TileN + (t % kRowChunks) * 8) * 2;
+        group_k = row * 32;
+        group = (seg.k_begin * TileK + group_k) / p.group_size;
+        group_next_k = (group + 1) * p.group_size;
+      }
+    }
+
+    /// Issues the next unit's loads into `stage` (nothing past the CTA's last unit), then commits.
+    CUTE_DEVICE void issue(Params const& p, uint32_t stage) {
       if (kb >= seg.k_end) {
         if (!segments.next(seg)) {
-          return false;
+          cp_async_commit();
+          return;
         }
         kb = seg.k_begin;
+        start_tile(p);
       }
-      tile = seg.tile;
-      k_iter = kb++;
-      return true;
+      int const t = threadIdx.x;
+      uint8_t const* w = weight + int64_t(kb) * Layout::kBlockBytes;
+      CUTE_UNROLL
+      for (int i = 0; i < kChunks; ++i) {
+        cp_async_16(stage + (i * kThreads + t) * 16, weight_ok >> i & 1 ? w + i * weight_stride : p.b,
+                    weight_ok >> i & 1);
+      }
+      if (t >= kActThread0) {  // activation row r, chunk c (8 k) at chunk c ^ (r % 8); zeros past M and K
+        int const r = (t - kActThread0) / 8, c = t % 8;
+        bool const ok = act != nullptr && kb * TileK + c * 8 < p.K;
+        cp_async_16(stage + kWeightBytes + r * 128 + ((c ^ (r % 8)) * 16), ok ? act + kb * TileK : p.a, ok);
+      }
+      if (group_loads) {
+        int const k = kb * TileK + group_k;
+        while (k >= group_next_k) {  // (at most twice: groups of 32)
+          ++group;
+          group_next_k += p.group_size;
+        }
+        int const g = group < p.groups ? group : p.groups - 1;  // a K that ends half-way: the last row
+        cp_async_16(stage + group_dst, group_row != nullptr ? group_row + int64_t(g) * p.N : p.scales,
+                    group_row != nullptr);
+      }
+      ++kb;
+      cp_async_commit();
     }
   };
-
-  CUTE_DEVICE static void load_stage(Params const& p, char* stage, int tile, int kb) {
-    int const tiles_n = p.work.tiles_n;
-    int const nb0 = (tile % tiles_n) * WarpsN;
-    int const n0 = nb0 * 64;
-    int const m0 = (tile / tiles_n) * TileM;
-    uint32_t const base = smem_address(stage);
-    constexpr int kBlockChunks = Layout::kBlockBytes / 16;
-    static_assert(kWeightBytes / 16 % kThreads == 0, "whole 16-byte chunks per thread");
-    CUTE_UNROLL
-    for (int i = 0; i < kWeightBytes / 16 / kThreads; ++i) {
-      int const c = i * kThreads + threadIdx.x;
-      int const nb = nb0 + c / kBlockChunks;
-      bool const ok = nb < p.n_blocks;
-      uint8_t const* src = p.b + (ok ? Layout::block_offset_bytes(nb, kb, p.work.iters * TileK) + (c % kBlockChunks) * 16 : 0);
-      cp_async_16(base + c * 16, src, ok);
-    }
-    if (threadIdx.x < TileM * 8) {  // activation row r, chunk c (8 k) at chunk c ^ (r % 8)
-      int const r = threadIdx.x / 8, c = threadIdx.x % 8;
-      int const m = m0 + r, k = kb * TileK + c * 8;
-      bool const ok = m < p.M && k < p.K;
-      Element const* src = ok ? p.a + m * p.lda + k : p.a;
-      cp_async_16(base + kWeightBytes + r * 128 + ((c ^ (r % 8)) * 16), src, ok);
-    }
-    // the scale (and zero-point) rows of k = kb * 64 and, for groups that may end half-way through
-    // the stage, k = kb * 64 + 32, clamped to the last group
-    int const rows = p.group_size % TileK != 0 ? 2 : 1;
-    constexpr int kRowChunks = TileN / 8;
-    static_assert(2 * kRowChunks * 2 <= kThreads, "one chunk per thread");
-    if (int const c = threadIdx.x; c < rows * kRowChunks * (kGroupZeros ? 2 : 1)) {
-      int const which = c / (rows * kRowChunks);  // 0 scales, 1 zeros
-      int const row = (c / kRowChunks) % rows;
-      int const n = n0 + (c % kRowChunks) * 8;
-      int g = (kb * TileK + row * 32) / p.group_size;
-      g = g < p.groups ? g : p.groups - 1;
-      bool const ok = n < p.N;
-      Element const* src = (which ? p.zeros : p.scales) + (ok ? int64_t(g) * p.N + n : 0);
-      cp_async_16(base + kWeightBytes + kActBytes + which * kScaleBytes + (row * TileN + (c % kRowChunks) * 8) * 2,
-                  src, ok);
-    }
-  }
 
   struct Accumulators {
     float acc[4][kNT][4];
@@ -332,8 +373,6 @@ struct MixedInputKernel {
           scale[t][h] = to_float<Element>(lds16(at)) * (1.f / Cvt::factor(t));
           if constexpr (kGroupZeros) {
             offset[t][h] = Cvt::offset(t, to_float<Element>(lds16(at + kScaleBytes)));
-          } else {
-            offset[t][h] = Cvt::offset(t, float(Weight::kZeroPoint));
           }
         }
       }
@@ -345,23 +384,25 @@ struct MixedInputKernel {
     int const wn = warp % WarpsN, wk = warp / WarpsN;
     int const tiles_n = p.work.tiles_n;
 
-    Units loads(p.work);
+    uint32_t const smem_base = smem_address(smem);
+    Loader loads(p.work);
     CUTE_UNROLL
     for (int s = 0; s < Stages - 1; ++s) {
-      int tile, kb;
-      if (loads.next(tile, kb)) {
-        load_stage(p, smem + s * kStageBytes, tile, kb);
-      }
-      cp_async_commit();
+      loads.issue(p, smem_base + s * kStageBytes);
     }
 
-    uint32_t const smem_base = smem_address(smem);
     // ldmatrix addresses: lane l (0..15) points at token row (l % 8) of an n8 tile, chunk l / 8
     int const lm_row = lane % 8, lm_chunk = (lane / 8) % 2;
 
     int stage = 0;
     SegmentIterator segments(p.work, blockIdx.x);
     Accumulators r;
+    if constexpr (!kGroupZeros) {  // a fixed zero point: the offsets are constants
+      CUTE_UNROLL
+      for (int t = 0; t < 4; ++t) {
+        r.offset[t][0] = r.offset[t][1] = Cvt::offset(t, float(Weight::kZeroPoint));
+      }
+    }
     for (WorkSegment seg; segments.next(seg);) {
       CUTE_UNROLL
       for (int t = 0; t < 4; ++t) {
@@ -374,18 +415,14 @@ struct MixedInputKernel {
         }
       }
       r.clear_group();
-      int group = -1;
+      // this warp's current group ends at k = group_end (no group yet: the first step loads one)
+      bool in_group = false;
+      int group_end = 0;
+      int const rows = p.group_size % TileK != 0 ? 2 : 1;
       for (int kb = seg.k_begin; kb < seg.k_end; ++kb) {
         cp_async_wait<Stages - 2>();
         __syncthreads();
-        {
-          int tile, k_iter;
-          int const refill = stage == 0 ? Stages - 1 : stage - 1;
-          if (loads.next(tile, k_iter)) {
-            load_stage(p, smem + refill * kStageBytes, tile, k_iter);
-          }
-          cp_async_commit();
-        }
+        loads.issue(p, smem_base + (stage == 0 ? Stages - 1 : stage - 1) * kStageBytes);
         uint32_t const st = smem_base + stage * kStageBytes;
         uint32_t const weights = st + (wn * Layout::kKSteps) * Layout::kStepBytes;
         uint32_t const act = st + kWeightBytes;
@@ -393,13 +430,16 @@ struct MixedInputKernel {
         CUTE_UNROLL
         for (int q = 0; q < kStepsPerWarp; ++q) {
           int const s = wk * kStepsPerWarp + q;
-          int const g = (kb * TileK + s * 16) / p.group_size;
-          if (g != group) {  // (the stage holds the rows of its first k and of k + 32)
-            if (group >= 0) {
+          int const k = kb * TileK + s * 16;
+          if (!in_group || k >= group_end) {
+            if (in_group) {
               r.flush();
             }
-            group = g;
-            r.load_group(scales, g - kb * TileK / p.group_size, wn * 64 + lane / 4);
+            // the stage holds the scale rows of its first k and of k + 32; steps 2 and 3 take the second
+            r.load_group(scales, rows == 2 && s >= 2 ? 1 : 0, wn * 64 + lane / 4);
+            group_end = in_group && group_end + p.group_size > k ? group_end + p.group_size
+                                                                 : (k / p.group_size + 1) * p.group_size;
+            in_group = true;
           }
           uint32_t w[Cvt::kWords];
           {
@@ -428,7 +468,7 @@ struct MixedInputKernel {
         }
         stage = stage == Stages - 1 ? 0 : stage + 1;
       }
-      if (group >= 0) {
+      if (in_group) {
         r.flush();
       }
       finish_segment(p, smem, seg, r, wn, wk, lane, tiles_n);
@@ -502,17 +542,29 @@ struct MixedInputKernel {
       }
       __syncthreads();
       if (wk == 0) {
-        for (int c = c_lo + 1; c <= c_hi; ++c) {
-          float4 const* src = piece(c);
-          float4 x[kChunks];
+        // kBatch pieces' loads in flight at once: the pieces of a small layer's tile are many
+        constexpr int kBatch = kChunks >= 8 ? 1 : 8 / kChunks;
+        for (int c0 = c_lo + 1; c0 <= c_hi; c0 += kBatch) {
+          float4 x[kBatch][kChunks];
           CUTE_UNROLL
-          for (int i = 0; i < kChunks; ++i) {
-            x[i] = __ldcg(src + i * 32);
+          for (int b = 0; b < kBatch; ++b) {
+            if (c0 + b <= c_hi) {
+              float4 const* src = piece(c0 + b);
+              CUTE_UNROLL
+              for (int i = 0; i < kChunks; ++i) {
+                x[b][i] = __ldcg(src + i * 32);
+              }
+            }
           }
           CUTE_UNROLL
-          for (int i = 0; i < kChunks; ++i) {
-            float* v = chunk(i);
-            v[0] += x[i].x, v[1] += x[i].y, v[2] += x[i].z, v[3] += x[i].w;
+          for (int b = 0; b < kBatch; ++b) {
+            if (c0 + b <= c_hi) {
+              CUTE_UNROLL
+              for (int i = 0; i < kChunks; ++i) {
+                float* v = chunk(i);
+                v[0] += x[b][i].x, v[1] += x[b][i].y, v[2] += x[b][i].z, v[3] += x[b][i].w;
+              }
+            }
           }
         }
       }
@@ -551,9 +603,15 @@ struct MixedInputKernel {
 };
 
 template <class Kernel>
-__global__ void __launch_bounds__(Kernel::kThreads, Kernel::TileM <= 16 ? 2 : 1)
+__global__ void __launch_bounds__(Kernel::kThreads, Kernel::kMinBlocks)
     sm80_mixed_input_stream_k(typename Kernel::Params const params) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+#if __CUDA_ARCH__ >= 900
+  // programmatic dependent launch (Hopper): the next kernel may start launching now; this one waits
+  // for the previous kernel to complete before it reads anything
+  asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+  asm volatile("griddepcontrol.wait;\n" ::: "memory");
+#endif
   extern __shared__ __align__(128) char smem[];
   Kernel::run(params, smem);
 #endif

@@ -53,7 +53,7 @@ RuleTable dispatch_rules(char const* family);
 /// The schedule the heuristic picks for an M x N x K problem, or nullptr for an unknown family.
 char const* select_schedule(char const* family, int M, int N, int K);
 
-/// The CUDA architectures the kernels were built for (CMAKE_CUDA_ARCHITECTURES, ';'-separated).
+/// The CUDA architectures the kernels were built for (CMAKE_CUDA_ARCHITECTURES, ','-separated).
 char const* built_cuda_architectures();
 
 /// The launcher of `schedule` in `family`, or nullptr when that schedule is not compiled.

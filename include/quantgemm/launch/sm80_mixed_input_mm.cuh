@@ -13,11 +13,13 @@
 
 namespace quantgemm {
 
-/// Stages that fit 96 KB (every sm_80+ GPU gives a block that much; H100 fits two such CTAs an SM).
+/// Stages that fit the kernel's share of an H100's 227 KB (kMinBlocks CTAs an SM), at most 96 KB
+/// (every sm_80+ GPU gives a block that much).
 template <class Weight, class Element, int TileN, int TileM>
 constexpr int sm80_mixed_input_stages() {
   using Probe = sm80::MixedInputKernel<Weight, Element, TileN, TileM, 2>;
-  constexpr int kBudget = 96 * 1024;
+  constexpr int kShare = 227 * 1024 / Probe::kMinBlocks - 1024;
+  constexpr int kBudget = kShare < 96 * 1024 ? kShare : 96 * 1024;
   constexpr int kStages = (kBudget - Probe::kReduceBytes) / Probe::kStageBytes;
   return kStages < 8 ? kStages : 8;
 }
@@ -107,8 +109,19 @@ LaunchResult launch_sm80_mixed_input_mm(MixedInputMmArgs const& x) {
   p.work = work;
   p.workspace = static_cast<float*>(x.workspace);
   p.counters = x.counters;
-  kernel<<<work.grid, Kernel::kThreads, Kernel::kSharedBytes, x.stream>>>(p);
-  cudaError_t const err = cudaGetLastError();
+  // on Hopper, programmatic dependent launch (the kernel's launch overlaps the previous kernel's
+  // tail; it reads nothing before that kernel completes); QUANTGEMM_PDL=0 turns it off
+  cudaLaunchAttribute attribute[1];
+  attribute[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attribute[0].val.programmaticStreamSerializationAllowed = 1;
+  cudaLaunchConfig_t config = {};
+  config.gridDim = dim3(work.grid);
+  config.blockDim = dim3(Kernel::kThreads);
+  config.dynamicSmemBytes = Kernel::kSharedBytes;
+  config.stream = x.stream;
+  config.attrs = attribute;
+  config.numAttrs = compute_capability() >= 90 && programmatic_launch_enabled() ? 1 : 0;
+  cudaError_t const err = cudaLaunchKernelEx(&config, kernel, p);
   if (err != cudaSuccess) {
     return fail(err);
   }

@@ -4,9 +4,6 @@
 */
 #pragma once
 
-#include <cstdlib>
-#include <cstring>
-
 #include "quantgemm/collective/sm90_mma_bulk_tma_gmma_rs_mixed_input.hpp"
 #include "quantgemm/kernel/sm90_gemm_mixed_input_stream_k.hpp"
 #include "quantgemm/launch/mixed_input_mm.hpp"
@@ -23,15 +20,6 @@ constexpr int sm90_mixed_input_stages() {
   constexpr int kFixed = TileM * TileN * 2 + 2048;
   constexpr int kStages = (kSm90SharedMemoryBytes - kFixed) / int(Probe::kStageBytes + 16);
   return kStages < 32 ? kStages : 32;
-}
-
-/// Whether launches allow programmatic dependent launch: yes unless QUANTGEMM_PDL is "0".
-inline bool programmatic_launch_enabled() {
-  static bool const enabled = [] {
-    char const* v = std::getenv("QUANTGEMM_PDL");
-    return v == nullptr || std::strcmp(v, "0") != 0;
-  }();
-  return enabled;
 }
 
 /// The shortest stream-K range worth its fixup, in k.

@@ -5,6 +5,8 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdlib>
+#include <cstring>
 
 #include <cuda_runtime.h>
 
@@ -56,6 +58,15 @@ inline int multiprocessor_count() { return device_attribute(cudaDevAttrMultiProc
 inline int compute_capability() {
   return 10 * device_attribute(cudaDevAttrComputeCapabilityMajor) +
          device_attribute(cudaDevAttrComputeCapabilityMinor);
+}
+
+/// Whether launches allow programmatic dependent launch: yes unless QUANTGEMM_PDL is "0".
+inline bool programmatic_launch_enabled() {
+  static bool const enabled = [] {
+    char const* v = std::getenv("QUANTGEMM_PDL");
+    return v == nullptr || std::strcmp(v, "0") != 0;
+  }();
+  return enabled;
 }
 
 }  // namespace quantgemm
