@@ -313,8 +313,17 @@ def sm80(family: Family) -> Family:
                    rules_source="hand-set, until tuned")
 
 
-MIXED_INPUT_SM80 = tuple(sm80(f) for f in (U4B8_BF16, U4_BF16, U4B8_FP16, U4_FP16, U8B128_BF16, U8_BF16,
-                                           U8B128_FP16, U8_FP16))
+def _sm80_rules_file(family: Family) -> Family:
+    path = RULES_DIR / f"{family.name}.json"
+    return with_rules(family, path) if path.exists() else family
+
+
+SM80_U4B8_BF16 = _sm80_rules_file(sm80(U4B8_BF16))
+_BORROWED_SM80 = "the sm80_u4b8_bf16 rules (the same kernel), until tuned on its own"
+#: the 4-bit families borrow the u4b8 x bf16 rules; the 8-bit ones (a space of their own) keep theirs
+MIXED_INPUT_SM80 = (SM80_U4B8_BF16,) + tuple(
+    replace(sm80(f), rules=SM80_U4B8_BF16.rules, rules_source=_BORROWED_SM80) for f in (U4_BF16, U4B8_FP16, U4_FP16)
+) + tuple(_sm80_rules_file(sm80(f)) for f in (U8B128_BF16, U8_BF16, U8B128_FP16, U8_FP16))
 
 
 def _scaled(m: int, n: int, k: int = 128, cluster=(1, 1, 1), kernel: str = "coop", swap: bool = False,

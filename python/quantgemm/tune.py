@@ -47,7 +47,8 @@ class RuleSpec:
 
 
 def tile_m(schedule: str) -> int:
-    match = re.search(r"_(\d+)x(\d+)x(\d+)_c", schedule)
+    sm80 = schedule.startswith("sm80_")  # (<family>_<tile_n>x<tile_m>)
+    match = re.search(r"_(\d+)x(\d+)$" if sm80 else r"_(\d+)x(\d+)x(\d+)_c", schedule)
     if not match:
         raise ValueError(f"{schedule!r} is not a schedule name")
     return int(match.group(2))
@@ -60,7 +61,7 @@ def admissible(schedule: str, m: int) -> bool:
         return m <= 256 if tile_m(schedule) <= 64 else m >= 64
     if schedule.endswith(("_coop", "_pp", "_sk")):
         return m >= 64
-    fit = min(256, max(8, 1 << (m - 1).bit_length()))
+    fit = min(32 if schedule.startswith("sm80_") else 256, max(8, 1 << (m - 1).bit_length()))
     return tile_m(schedule) in (fit, fit // 2)
 
 
@@ -184,7 +185,8 @@ def measure(models: list[str], ms: list[int], group_size: int, writer=None, fami
     from .quantize import quantize_fp8_blocks, quantize_fp8_groups
 
     l2 = getattr(torch.cuda.get_device_properties(0), "L2_cache_size", 60 << 20)
-    kind = family.split("_")[0]
+    layout = "sm80" if family.startswith("sm80_") else "sm90"
+    kind = family.removeprefix("sm80_").split("_")[0]
     w8a8 = kind in ("fp8fast", "fp8", "int8")
     # per kind: the weight copies to rotate through, and per activation the call on one copy
     if kind == "fp8block":
@@ -212,10 +214,10 @@ def measure(models: list[str], ms: list[int], group_size: int, writer=None, fami
         weight_type, dtype = kind, torch.float16 if family.endswith("_fp16") else torch.bfloat16
         if ("_g32_" in family) != (group_size == mixed_input.GROUP_32):
             raise ValueError(f"tune {family} with --group-size 32, and only such families")
-        schedules = mixed_input.supported_schedules(weight_type, dtype, group_size)
+        schedules = mixed_input.supported_schedules(weight_type, dtype, group_size, layout)
 
         def weights(w):
-            return quantized_copies(w.to(dtype), group_size, l2, weight_type)[4]
+            return quantized_copies(w.to(dtype), group_size, l2, weight_type, layout)[4]
 
         def caller(x, out):
             x, out = x.to(dtype), out.to(dtype)
@@ -276,8 +278,10 @@ def main(argv: list[str] | None = None) -> int:
     else:
         import torch
 
-        if not torch.cuda.is_available() or torch.cuda.get_device_capability() != (9, 0):
-            print("quantgemm.tune: measuring needs a Hopper (sm_90) GPU; --from-csv synthesizes from saved timings.")
+        capability = torch.cuda.get_device_capability() if torch.cuda.is_available() else (0, 0)
+        if capability != (9, 0) and not (args.family.startswith("sm80_") and capability[0] >= 8):
+            print("quantgemm.tune: measuring needs a Hopper (sm_90) GPU (an sm80_* family: sm_80 or later); "
+                  "--from-csv synthesizes from saved timings.")
             return 1
         try:
             models = parse_models(args.models)
@@ -293,7 +297,7 @@ def main(argv: list[str] | None = None) -> int:
         finally:
             if f:
                 f.close()
-        group = f"group {args.group_size}, " if args.family.startswith(("u4", "u8")) else ""
+        group = f"group {args.group_size}, " if args.family.startswith(("u4", "u8", "sm80_")) else ""
         source = args.source or (f"python -m quantgemm.tune --family {args.family} on {torch.cuda.get_device_name()}, "
                                  f"{group}models {','.join(models)}")
     rules = synthesize(timings, args.tolerance)
