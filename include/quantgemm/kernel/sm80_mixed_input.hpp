@@ -168,6 +168,19 @@ struct Codes {
   }
 };
 
+/// Every element of a (nested) register array to zero.
+template <class T, int N>
+CUTE_DEVICE void zero(T (&a)[N]) {
+  CUTE_UNROLL
+  for (int i = 0; i < N; ++i) {
+    if constexpr (std::is_array_v<T>) {
+      zero(a[i]);
+    } else {
+      a[i] = T(0);
+    }
+  }
+}
+
 template <class Element>
 CUTE_DEVICE float to_float(uint16_t bits) {
   if constexpr (std::is_same_v<Element, cutlass::half_t>) {
@@ -335,18 +348,7 @@ struct MixedInputKernel {
     float scale[4][2];                      ///< s / f of the lane's rows 16 t + g (+ 8)
     typename Cvt::Offset offset[4][2];      ///< -(B + f z) of the same rows
 
-    CUTE_DEVICE void clear_group() {
-      CUTE_UNROLL
-      for (int t = 0; t < 4; ++t) {
-        CUTE_UNROLL
-        for (int j = 0; j < kNT; ++j) {
-          CUTE_UNROLL
-          for (int i = 0; i < 4; ++i) {
-            part[t][j][i] = 0.f;
-          }
-        }
-      }
-    }
+    CUTE_DEVICE void clear_group() { zero(part); }
 
     /// acc += s / f * part, then a new group.
     CUTE_DEVICE void flush() {
@@ -404,16 +406,7 @@ struct MixedInputKernel {
       }
     }
     for (WorkSegment seg; segments.next(seg);) {
-      CUTE_UNROLL
-      for (int t = 0; t < 4; ++t) {
-        CUTE_UNROLL
-        for (int j = 0; j < kNT; ++j) {
-          CUTE_UNROLL
-          for (int i = 0; i < 4; ++i) {
-            r.acc[t][j][i] = 0.f;
-          }
-        }
-      }
+      zero(r.acc);
       r.clear_group();
       // this warp's current group ends at k = group_end (no group yet: the first step loads one)
       bool in_group = false;

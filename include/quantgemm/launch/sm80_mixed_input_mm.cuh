@@ -80,14 +80,7 @@ LaunchResult launch_sm80_mixed_input_mm(MixedInputMmArgs const& x) {
   // every CTA must be resident at once (the stream-K fixup waits for other CTAs)
   StreamKDecomposition const work = StreamKDecomposition::make(
       (x.N + TileN - 1) / TileN, (x.M + TileM - 1) / TileM, k_iters, sms * per_sm, kSm80MinStreamKIters);
-  if (work.grid == 0) {
-    result.status = Status::kInvalidArgument;
-    return result;
-  }
-  result.workspace_bytes_needed = size_t(work.sk_slots()) * Kernel::kTileFloats * sizeof(float);
-  result.counters_needed = work.sk_tiles;
-  if (result.workspace_bytes_needed > x.workspace_bytes || work.sk_tiles > x.counters_len) {
-    result.status = Status::kWorkspaceTooSmall;
+  if (!stream_k_scratch_fits(work, Kernel::kTileFloats, x, result)) {
     return result;
   }
   typename Kernel::Params p;
@@ -111,17 +104,8 @@ LaunchResult launch_sm80_mixed_input_mm(MixedInputMmArgs const& x) {
   p.counters = x.counters;
   // on Hopper, programmatic dependent launch (the kernel's launch overlaps the previous kernel's
   // tail; it reads nothing before that kernel completes); QUANTGEMM_PDL=0 turns it off
-  cudaLaunchAttribute attribute[1];
-  attribute[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attribute[0].val.programmaticStreamSerializationAllowed = 1;
-  cudaLaunchConfig_t config = {};
-  config.gridDim = dim3(work.grid);
-  config.blockDim = dim3(Kernel::kThreads);
-  config.dynamicSmemBytes = Kernel::kSharedBytes;
-  config.stream = x.stream;
-  config.attrs = attribute;
-  config.numAttrs = compute_capability() >= 90 && programmatic_launch_enabled() ? 1 : 0;
-  cudaError_t const err = cudaLaunchKernelEx(&config, kernel, p);
+  cudaError_t const err = launch_kernel(kernel, work.grid, Kernel::kThreads, Kernel::kSharedBytes, x.stream,
+                                        compute_capability() >= 90, p);
   if (err != cudaSuccess) {
     return fail(err);
   }

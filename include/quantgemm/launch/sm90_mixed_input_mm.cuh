@@ -61,14 +61,7 @@ LaunchResult launch_sm90_mixed_input_mm(MixedInputMmArgs const& x) {
   }
   StreamKDecomposition const work = StreamKDecomposition::make(
       (x.N + TileN - 1) / TileN, (x.M + TileM - 1) / TileM, (x.K + TileK - 1) / TileK, sms, kMinStreamKDepth / TileK);
-  if (work.grid == 0) {
-    result.status = Status::kInvalidArgument;
-    return result;
-  }
-  result.workspace_bytes_needed = size_t(work.sk_slots()) * Kernel::kTileFloats * sizeof(float);
-  result.counters_needed = work.sk_tiles;
-  if (result.workspace_bytes_needed > x.workspace_bytes || work.sk_tiles > x.counters_len) {
-    result.status = Status::kWorkspaceTooSmall;
+  if (!stream_k_scratch_fits(work, Kernel::kTileFloats, x, result)) {
     return result;
   }
 
@@ -118,17 +111,7 @@ LaunchResult launch_sm90_mixed_input_mm(MixedInputMmArgs const& x) {
   }
   // programmatic dependent launch (see the kernel): may start while the previous kernel in the
   // stream finishes; QUANTGEMM_PDL=0 in the environment turns it off
-  cudaLaunchAttribute attribute[1];
-  attribute[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attribute[0].val.programmaticStreamSerializationAllowed = programmatic_launch_enabled() ? 1 : 0;
-  cudaLaunchConfig_t config = {};
-  config.gridDim = dim3(work.grid);
-  config.blockDim = dim3(Kernel::kThreads);
-  config.dynamicSmemBytes = Kernel::kSharedBytes;
-  config.stream = x.stream;
-  config.attrs = attribute;
-  config.numAttrs = 1;
-  err = cudaLaunchKernelEx(&config, kernel, p);
+  err = launch_kernel(kernel, work.grid, Kernel::kThreads, Kernel::kSharedBytes, x.stream, true, p);
   if (err != cudaSuccess) {
     result.status = Status::kCudaError;
     result.cuda = err;

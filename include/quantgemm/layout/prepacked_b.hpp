@@ -28,6 +28,7 @@
 #include "cute/atom/mma_traits_sm90_gmma.hpp"
 #include "cute/layout.hpp"
 
+#include "quantgemm/layout/blocked_codes.hpp"
 #include "quantgemm/numeric/u4.hpp"
 #include "quantgemm/numeric/u8.hpp"
 
@@ -35,7 +36,7 @@ namespace quantgemm {
 
 /// The layout of Bits-bit codes (4 or 8).
 template <int Bits>
-struct PrepackedBLayoutOfBits {
+struct PrepackedBLayoutOfBits : BlockedCodes<PrepackedBLayoutOfBits<Bits>> {
   static_assert(Bits == 4 || Bits == 8, "quantgemm: 4- or 8-bit codes");
   /// (thread 0..127, value 0..7) -> m + 64 * k inside the 64x16 A tile of one 16-bit wgmma.
   using AtomALayout = cute::SM90::GMMA::ALayout_64x16;
@@ -85,34 +86,6 @@ struct PrepackedBLayoutOfBits {
     int const t = (n / 64) * 128 + tv % 128;
     int const v = tv / 128;
     return code_index(t, k / 16, value_slot(v));
-  }
-
-  /// Code index of W[n, k] in a prepacked [N, K] weight (N % 128 == 0, K % 64 == 0).
-  CUTE_HOST_DEVICE static int64_t code_offset(int n, int k, int K) {
-    int64_t const block = int64_t(n / kBlockN) * (K / kBlockK) + k / kBlockK;
-    return block * kBlockCodes + block_code(n % kBlockN, k % kBlockK);
-  }
-
-  /// 32-bit word w of the prepacked form of codes ([N, K] row-major, one code per byte): code p of
-  /// the word in its bits [p * kBits, (p + 1) * kBits).
-  CUTE_HOST_DEVICE static uint32_t gather_word(uint8_t const* codes, int K, int64_t w) {
-    int64_t const block = (w * kCodesPerWord) / kBlockCodes;
-    int const in_block = int((w * kCodesPerWord) % kBlockCodes);
-    int const nb = int(block / (K / kBlockK));
-    int const kb = int(block % (K / kBlockK));
-    uint32_t word = 0;
-    for (int p = 0; p < kCodesPerWord; ++p) {
-      int n, k;
-      block_coord(in_block + p, n, k);
-      uint32_t const code = codes[int64_t(nb * kBlockN + n) * K + kb * kBlockK + k] & kCodeMask;
-      word |= code << (kBits * p);
-    }
-    return word;
-  }
-
-  /// Byte offset of block (nb, kb).
-  CUTE_HOST_DEVICE static int64_t block_offset_bytes(int nb, int kb, int K) {
-    return (int64_t(nb) * (K / kBlockK) + kb) * kBlockBytes;
   }
 };
 

@@ -33,10 +33,12 @@
 
 #include "cute/config.hpp"
 
+#include "quantgemm/layout/blocked_codes.hpp"
+
 namespace quantgemm {
 
 template <int Bits>
-struct Sm80PrepackedBLayoutOfBits {
+struct Sm80PrepackedBLayoutOfBits : BlockedCodes<Sm80PrepackedBLayoutOfBits<Bits>> {
   static_assert(Bits == 4 || Bits == 8, "quantgemm: 4- or 8-bit codes");
   static constexpr int kBits = Bits;
   static constexpr int kBlockN = 64;
@@ -88,33 +90,6 @@ struct Sm80PrepackedBLayoutOfBits {
     int const w = 2 * tile + reg / 2;
     int const b = 2 * (reg % 2) + col;
     return s * (kBlockCodes / kKSteps) + ((w / 4) * 32 + l) * 16 + (w % 4) * 4 + b;
-  }
-
-  /// Code index of W[n, k] in a prepacked [N, K] weight (N % 64 == 0, K % 64 == 0).
-  CUTE_HOST_DEVICE static int64_t code_offset(int n, int k, int K) {
-    int64_t const block = int64_t(n / kBlockN) * (K / kBlockK) + k / kBlockK;
-    return block * kBlockCodes + block_code(n % kBlockN, k % kBlockK);
-  }
-
-  /// 32-bit word w of the prepacked form of codes ([N, K] row-major, one code per byte).
-  CUTE_HOST_DEVICE static uint32_t gather_word(uint8_t const* codes, int K, int64_t w) {
-    int64_t const block = (w * kCodesPerWord) / kBlockCodes;
-    int const in_block = int((w * kCodesPerWord) % kBlockCodes);
-    int const nb = int(block / (K / kBlockK));
-    int const kb = int(block % (K / kBlockK));
-    uint32_t word = 0;
-    for (int p = 0; p < kCodesPerWord; ++p) {
-      int n = 0, k = 0;
-      block_coord(in_block + p, n, k);
-      uint32_t const code = codes[int64_t(nb * kBlockN + n) * K + kb * kBlockK + k] & kCodeMask;
-      word |= code << (kBits * p);
-    }
-    return word;
-  }
-
-  /// Byte offset of block (nb, kb).
-  CUTE_HOST_DEVICE static int64_t block_offset_bytes(int nb, int kb, int K) {
-    return (int64_t(nb) * (K / kBlockK) + kb) * kBlockBytes;
   }
 };
 
