@@ -366,9 +366,10 @@ def mm(a: torch.Tensor, b: PrepackedWeight, group_scales: torch.Tensor, group_si
     """out[M, N] = a @ ((w_q - zero) * group_scales[k // group_size, n])^T, zero = 8 for u4b8 weights,
     128 for u8b128 ones and group_zeros[k // group_size, n] for u4 and u8 weights.
 
-    a: [M, K] bf16 or fp16 on a Hopper GPU, unit stride along K, row stride a multiple of 8
-    elements; the scales, zero points and output have a's dtype.
-    b: prepack_b(w_q) of the [N, K] codes, on a's device.
+    a: [M, K] bf16 or fp16 on a GPU that runs b's layout's kernels (sm90: Hopper; sm80: sm_80 and
+    later), unit stride along K, row stride a multiple of 8 elements; the scales, zero points and
+    output have a's dtype.
+    b: prepack_b(w_q) of the [N, K] codes, on a's device; its layout picks the kernels.
     group_scales: [K / group_size, N], a's dtype, contiguous.
     group_size: a multiple of 64 dividing K, 32 dividing K (kernels of their own, which load two
     scale rows per 64-deep block), or -1 for one group over K.
