@@ -251,6 +251,7 @@ struct MixedInputKernel {
     static constexpr int kChunks = kWeightBytes / 16 / kThreads;  ///< weight chunks per thread
     static_assert(kWeightBytes / 16 % kThreads == 0 && kThreads % kBlockChunks == 0, "whole chunks per thread");
     static constexpr int kRowChunks = TileN / 8;  ///< 16-byte chunks of a scale row
+    static_assert(2 * 2 * kRowChunks <= kThreads, "a thread for each chunk of two scale and two zero-point rows");
     /// the activation chunks go to the last threads, the scale rows to the first: other warps
     static constexpr int kActThread0 = kThreads - TileM * 8;
 
