@@ -201,3 +201,16 @@ def test_quant_linear_and_operator_take_the_sm80_layout():
     assert torch.equal(layer(x), y + layer.bias)
     op = torch.ops.quantgemm.mm(x, layer.qweight, 384, 512, "u4", layer.scales, 128, layer.zeros, layout="sm80")
     assert torch.equal(op, y)
+
+
+def test_quant_linear_keeps_the_layout_it_was_built_for():
+    # on the CPU (the reference path): a checkpoint layer for an Ampere GPU is built in the sm80 layout
+    linear = torch.nn.Linear(256, 192, bias=False, dtype=torch.bfloat16)
+    layer = quantgemm.nn.QuantLinear.from_linear(linear, 64, "u4b8", layout="sm80")
+    assert layer.layout == "sm80" and "layout=sm80" in repr(layer)
+    assert layer.qweight.numel() == 192 * 256 // 2  # 64 x 64 blocks: no padding here
+    reference_layer = quantgemm.nn.QuantLinear.from_linear(linear, 64, "u4b8", layout="sm90")
+    assert torch.equal(layer.weight_codes(), reference_layer.weight_codes())
+    x = torch.randn(3, 256, dtype=torch.bfloat16)
+    w = reference._dequantize(layer.weight_codes(), layer.scales, None, 64, 8, exact_weight=True)
+    assert torch.equal(layer(x), (x.float() @ w.t()).to(torch.bfloat16))  # the sm80 kernels' weight: unrounded

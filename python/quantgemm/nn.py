@@ -65,12 +65,13 @@ class QuantLinear(torch.nn.Module):
 
     @classmethod
     def from_int4(cls, w: checkpoint.Int4Weights, bias: torch.Tensor | None = None,
-                  dtype: torch.dtype = torch.bfloat16) -> "QuantLinear":
+                  dtype: torch.dtype = torch.bfloat16, layout: str | None = None) -> "QuantLinear":
         """A layer from converted checkpoint weights (u4b8 / u8b128 when every zero point is 8 / 128,
-        else u4 / u8) for activations of `dtype`."""
+        else u4 / u8) for activations of `dtype`, prepacked in `layout` (None: the one for the
+        codes' device)."""
         n, k = w.codes.shape
         layer = cls(k, n, w.group_size, bias is not None, w.codes.device, dtype, weight_type=w.weight_type,
-                    act_order=w.perm is not None)
+                    act_order=w.perm is not None, layout=layout)
         layer._load(w.codes, w.scales, bias, w.zeros)
         if w.perm is not None:
             layer.perm.copy_(w.perm)
@@ -79,17 +80,18 @@ class QuantLinear(torch.nn.Module):
     @classmethod
     def from_gptq(cls, qweight: torch.Tensor, qzeros: torch.Tensor, scales: torch.Tensor,
                   g_idx: torch.Tensor | None = None, bias: torch.Tensor | None = None,
-                  dtype: torch.dtype = torch.bfloat16, bits: int = 4) -> "QuantLinear":
+                  dtype: torch.dtype = torch.bfloat16, bits: int = 4, layout: str | None = None) -> "QuantLinear":
         """A 4- or 8-bit GPTQ layer (docs/checkpoints.md), symmetric or not; with act-order (a g_idx
         that is not k / group_size) the layer keeps the input-channel order and gathers the
         activation's columns in it on every call."""
-        return cls.from_int4(checkpoint.from_gptq(qweight, qzeros, scales, g_idx, bits=bits), bias, dtype)
+        return cls.from_int4(checkpoint.from_gptq(qweight, qzeros, scales, g_idx, bits=bits), bias, dtype, layout)
 
     @classmethod
     def from_awq(cls, qweight: torch.Tensor, qzeros: torch.Tensor, scales: torch.Tensor,
-                 bias: torch.Tensor | None = None, dtype: torch.dtype = torch.bfloat16) -> "QuantLinear":
+                 bias: torch.Tensor | None = None, dtype: torch.dtype = torch.bfloat16,
+                 layout: str | None = None) -> "QuantLinear":
         """A 4-bit AWQ layer (GEMM layout, docs/checkpoints.md)."""
-        return cls.from_int4(checkpoint.from_awq(qweight, qzeros, scales), bias, dtype)
+        return cls.from_int4(checkpoint.from_awq(qweight, qzeros, scales), bias, dtype, layout)
 
     def _load(self, w_q: torch.Tensor, scales: torch.Tensor, bias: torch.Tensor | None,
               zeros: torch.Tensor | None = None) -> None:

@@ -36,7 +36,8 @@ def mm(a: torch.Tensor, b_data: torch.Tensor, n: int, k: int, weight_type: str, 
     mixed_input.check_mm_args(a, b, group_scales, group_size, None, schedule, group_zeros, channel_scales, token_scales)
     codes = mixed_input.unpack_b(b)
     return reference.mm_quantized(a, codes, group_scales, group_size, group_zeros, channel_scales, token_scales,
-                                  zero_point=mixed_input.ZERO_POINTS[weight_type]).to(a.dtype)
+                                  zero_point=mixed_input.ZERO_POINTS[weight_type],
+                                  exact_weight=layout == "sm80").to(a.dtype)  # (as that layout's kernels)
 
 
 @mm.register_fake
