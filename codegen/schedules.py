@@ -298,32 +298,26 @@ MIXED_INPUT_G32 = tuple(group32(f) for f in (U4B8_BF16, U4_BF16, U4B8_FP16, U4_F
                                              U8B128_FP16, U8_FP16))
 
 
-def sm80(family: Family) -> Family:
+def sm80(family: Family, rules: tuple[Rule, ...] = (), rules_source: str = "") -> Family:
     """The sm80 kernel's family of `family`'s weight and activation types: its prepacked layout
     (layout/prepacked_b_sm80.hpp) and mma.sync kernel serve GPUs from sm_80 on, every group size
-    included."""
-    if family.weight.startswith("u8"):  # twice the bytes a stage: fewer rows, for three stages in 96 KB
+    included. 8-bit codes take twice the bytes a stage: no 512-row tiles (three stages in 96 KB)."""
+    if family.weight.startswith("u8"):
         space = tuple(Sm80Schedule(n, m) for n in (128, 256) for m in (8, 16)) + (Sm80Schedule(128, 32),)
-        decode, small, middle = Sm80Schedule(256, 8), Sm80Schedule(256, 16), Sm80Schedule(128, 32)
     else:
         space = tuple(Sm80Schedule(n, m) for n in SM80_TILE_N for m in SM80_TILE_M)
-        decode, small, middle = Sm80Schedule(512, 8), Sm80Schedule(256, 16), Sm80Schedule(256, 32)
-    return replace(family, name=f"sm80_{family.name}", kind="sm80_mixed_input", space=space,
-                   rules=(Rule(decode, m_max=8), Rule(small, m_max=16), Rule(middle)),
-                   rules_source="hand-set, until tuned")
+    return replace(family, name=f"sm80_{family.name}", kind="sm80_mixed_input", space=space, rules=rules,
+                   rules_source=rules_source)
 
 
-def _sm80_rules_file(family: Family) -> Family:
-    path = RULES_DIR / f"{family.name}.json"
-    return with_rules(family, path) if path.exists() else family
-
-
-SM80_U4B8_BF16 = _sm80_rules_file(sm80(U4B8_BF16))
-_BORROWED_SM80 = "the sm80_u4b8_bf16 rules (the same kernel), until tuned on its own"
-#: the 4-bit families borrow the u4b8 x bf16 rules; the 8-bit ones (a space of their own) keep theirs
+#: u4b8 x bf16 on the sm80 kernel, rules from the tuner; the other 4-bit families borrow them
+SM80_U4B8_BF16 = with_rules(sm80(U4B8_BF16), RULES_DIR / "sm80_u4b8_bf16.json")
+_SM80_U8_RULES = (Rule(Sm80Schedule(256, 8), m_max=8), Rule(Sm80Schedule(256, 16), m_max=16),
+                  Rule(Sm80Schedule(128, 32)))
 MIXED_INPUT_SM80 = (SM80_U4B8_BF16,) + tuple(
-    replace(sm80(f), rules=SM80_U4B8_BF16.rules, rules_source=_BORROWED_SM80) for f in (U4_BF16, U4B8_FP16, U4_FP16)
-) + tuple(_sm80_rules_file(sm80(f)) for f in (U8B128_BF16, U8_BF16, U8B128_FP16, U8_FP16))
+    sm80(f, SM80_U4B8_BF16.rules, "the sm80_u4b8_bf16 rules (the same kernel), until tuned on its own")
+    for f in (U4_BF16, U4B8_FP16, U4_FP16)
+) + tuple(sm80(f, _SM80_U8_RULES, "hand-set, until tuned") for f in (U8B128_BF16, U8_BF16, U8B128_FP16, U8_FP16))
 
 
 def _scaled(m: int, n: int, k: int = 128, cluster=(1, 1, 1), kernel: str = "coop", swap: bool = False,
