@@ -30,6 +30,9 @@ BLOCK_K = 64   # ... by 64 k
 #: the prepacked layouts: "sm90", the wgmma kernels' (Hopper), and "sm80", the mma.sync kernels'
 #: (sm_80 and later: Ampere, Ada, and Hopper too); each with its (rows, columns) block
 LAYOUTS = {"sm90": (BLOCK_N, BLOCK_K), "sm80": (64, 64)}
+#: whether a layout's kernels keep the dequantized weight unrounded (reference.mm_quantized's
+#: exact_weight): the sm80 kernels scale fp32 partial sums, the sm90 ones each code in bf16/fp16
+EXACT_WEIGHT = {"sm90": False, "sm80": True}
 ALIGN = 8      # N and K: rows of 16-bit activations and outputs 16-byte aligned for the TMA
 _STATUS_WORKSPACE_TOO_SMALL = 2
 

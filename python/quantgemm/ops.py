@@ -37,7 +37,7 @@ def mm(a: torch.Tensor, b_data: torch.Tensor, n: int, k: int, weight_type: str, 
     codes = mixed_input.unpack_b(b)
     return reference.mm_quantized(a, codes, group_scales, group_size, group_zeros, channel_scales, token_scales,
                                   zero_point=mixed_input.ZERO_POINTS[weight_type],
-                                  exact_weight=layout == "sm80").to(a.dtype)  # (as that layout's kernels)
+                                  exact_weight=mixed_input.EXACT_WEIGHT[layout]).to(a.dtype)
 
 
 @mm.register_fake
