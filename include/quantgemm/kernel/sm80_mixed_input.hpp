@@ -90,7 +90,7 @@ CUTE_DEVICE void mma_16816(float (&d)[4], uint32_t const (&a)[4], uint32_t const
 }
 
 /// The codes of one lane's k16 step (layout/prepacked_b_sm80.hpp) -> the A fragments of its four
-/// m16 tiles, exact integers factor(t) * (q - z) in Element.
+/// m16 tiles: exact integers factor(t) * (q - z) in Element, or (kColumnSums) B + q.
 template <class Weight, class Element>
 struct Codes {
   static constexpr bool kFp16 = std::is_same_v<Element, cutlass::half_t>;
@@ -99,14 +99,20 @@ struct Codes {
   /// 8-bit codes into bf16 go through fp32 (2^23 + q); the others sit under a 16-bit magic number
   static constexpr bool kThroughFloat = kBits == 8 && !kFp16;
   static constexpr float kBase = kThroughFloat ? 8388608.f : (kFp16 ? 1024.f : 128.f);
+  /// 4-bit codes into bf16 stay B + q (B = 128): the mma sums (B + q) a, and the kernel subtracts
+  /// (B + z) times the activation's column sums (one more mma a k16 step) when it applies the group
+  /// scale, in place of a packed add per pair of codes. The partial sums are then about 17 times
+  /// the result's terms (B + z over |q - z|), well inside fp32 for a bf16 output; fp16's magic
+  /// number (1024 over the even tiles' codes) would make them 130 times, so fp16 subtracts per code.
+  static constexpr bool kColumnSums = kBits == 4 && !kFp16;
   /// tile t's codes come out times factor(t): fp16 takes the odd tiles' nibbles where they lie
   CUTE_HOST_DEVICE static constexpr float factor(int t) { return kBits == 4 && kFp16 && t % 2 ? 16.f : 1.f; }
-  /// -(kBase + factor * z): a packed pair of Element, or (through fp32) a float
-  using Offset = std::conditional_t<kThroughFloat, float, uint32_t>;
+  /// -(kBase + factor * z): a packed pair of Element, or (through fp32, or kColumnSums) a float
+  using Offset = std::conditional_t<kThroughFloat || kColumnSums, float, uint32_t>;
 
   CUTE_DEVICE static Offset offset(int t, float zero) {
     float const v = -fmaf(factor(t), zero, kBase);  // exact: an integer below 2^11 (or 2^23 + 255)
-    if constexpr (kThroughFloat) {
+    if constexpr (kThroughFloat || kColumnSums) {
       return v;
     } else if constexpr (kFp16) {
       __half2 const h = __floats2half2_rn(v, v);
@@ -117,9 +123,11 @@ struct Codes {
     }
   }
 
-  /// x + offset, exact
-  CUTE_DEVICE static uint32_t add(uint32_t x, uint32_t offset) {
-    if constexpr (kFp16) {
+  /// x + offset, exact (kColumnSums: x)
+  CUTE_DEVICE static uint32_t add(uint32_t x, Offset offset) {
+    if constexpr (kColumnSums) {
+      return x;
+    } else if constexpr (kFp16) {
       __half2 const r = __hadd2(reinterpret_cast<__half2 const&>(x), reinterpret_cast<__half2 const&>(offset));
       return reinterpret_cast<uint32_t const&>(r);
     } else {
@@ -220,6 +228,7 @@ struct MixedInputKernel {
   /// the K-split partials of warps WarpsK > 0, met in shared memory at a tile's end
   static constexpr int kReduceBytes = (WarpsK - 1) * WarpsN * kAcc * 32 * 4;
   static constexpr int kSharedBytes = Stages * kStageBytes + kReduceBytes;
+  static_assert(kStageBytes % 128 == 0 && kWeightBytes % 128 == 0, "stages and activation tiles 128-byte aligned");
   static constexpr int kTileFloats = TileN * TileM;
   /// CTAs an SM should hold (the register cap follows): two up to 16 tokens (three spill at 80 registers)
   static constexpr int kMinBlocks = TileM <= 16 ? 2 : 1;
@@ -244,12 +253,13 @@ struct MixedInputKernel {
   };
 
   /// One thread's share of the stage loads, walking the CTA's (tile, k-iteration) units in the
-  /// order the mma visits them. Per tile it computes its source pointers once; per stage it adds
-  /// the k offset and issues its cp.asyncs.
+  /// order the mma visits them. Per tile it computes its source pointers once; per stage it steps
+  /// them on and issues its cp.asyncs. Thread t loads of block row t / kRowThreads the chunks
+  /// t % kRowThreads + i kRowThreads: a warp reads 512 contiguous bytes, and one pointer serves all.
   struct Loader {
-    static constexpr int kBlockChunks = Layout::kBlockBytes / 16;
-    static constexpr int kChunks = kWeightBytes / 16 / kThreads;  ///< weight chunks per thread
-    static_assert(kWeightBytes / 16 % kThreads == 0 && kThreads % kBlockChunks == 0, "whole chunks per thread");
+    static constexpr int kRowThreads = kThreads / WarpsN;                   ///< threads a block row
+    static constexpr int kChunks = Layout::kBlockBytes / 16 / kRowThreads;  ///< weight chunks per thread
+    static_assert(Layout::kBlockBytes / 16 % kRowThreads == 0, "whole chunks per thread");
     static constexpr int kRowChunks = TileN / 8;  ///< 16-byte chunks of a scale row
     static_assert(2 * 2 * kRowChunks <= kThreads, "a thread for each chunk of two scale and two zero-point rows");
     /// the activation chunks go to the last threads, the scale rows to the first: other warps
@@ -258,9 +268,8 @@ struct MixedInputKernel {
     SegmentIterator segments;
     WorkSegment seg{0, 0, 0, -1};
     int kb = 0;
-    uint8_t const* weight = nullptr;  ///< chunk 0 at k-iteration 0; chunk i a further i * weight_stride
-    int64_t weight_stride = 0;
-    int weight_ok = 0;                ///< bit i: chunk i's block row exists
+    uint8_t const* weight = nullptr;  ///< chunk 0 at k-iteration kb (the first block row if this one is padding)
+    bool weight_ok = false;           ///< whether the block row exists
     Element const* act = nullptr;     ///< this thread's activation chunk at k = 0 (rows past M: none)
     Element const* group_row = nullptr;  ///< this thread's scale or zero-point chunk, column n
     uint32_t group_dst = 0;           ///< its place in a stage
@@ -276,14 +285,9 @@ struct MixedInputKernel {
       int const nb0 = (seg.tile % tiles_n) * WarpsN;
       int const m0 = (seg.tile / tiles_n) * TileM;
       int const t = threadIdx.x;
-      int const nb = nb0 + t / kBlockChunks;
-      weight = p.b + int64_t(nb) * p.work.iters * Layout::kBlockBytes + (t % kBlockChunks) * 16;
-      weight_stride = int64_t(kThreads / kBlockChunks) * p.work.iters * Layout::kBlockBytes;
-      weight_ok = 0;
-      CUTE_UNROLL
-      for (int i = 0; i < kChunks; ++i) {
-        weight_ok |= (nb + i * (kThreads / kBlockChunks) < p.n_blocks) << i;
-      }
+      int const nb = nb0 + t / kRowThreads;
+      weight_ok = nb < p.n_blocks;
+      weight = p.b + (int64_t(weight_ok ? nb : 0) * p.work.iters + kb) * Layout::kBlockBytes + (t % kRowThreads) * 16;
       int const ta = t - kActThread0;
       int const m = m0 + ta / 8;
       act = ta >= 0 && m < p.M ? p.a + m * p.lda + (ta % 8) * 8 : nullptr;
@@ -317,12 +321,12 @@ struct MixedInputKernel {
         start_tile(p);
       }
       int const t = threadIdx.x;
-      uint8_t const* w = weight + int64_t(kb) * Layout::kBlockBytes;
+      uint32_t const dst = stage + (t / kRowThreads) * Layout::kBlockBytes + (t % kRowThreads) * 16;
       CUTE_UNROLL
       for (int i = 0; i < kChunks; ++i) {
-        cp_async_16(stage + (i * kThreads + t) * 16, weight_ok >> i & 1 ? w + i * weight_stride : p.b,
-                    weight_ok >> i & 1);
+        cp_async_16(dst + i * kRowThreads * 16, weight + i * kRowThreads * 16, weight_ok);
       }
+      weight += Layout::kBlockBytes;
       if (t >= kActThread0) {  // activation row r, chunk c (8 k) at chunk c ^ (r % 8); zeros past M and K
         int const r = (t - kActThread0) / 8, c = t % 8;
         bool const ok = act != nullptr && kb * TileK + c * 8 < p.K;
@@ -345,13 +349,17 @@ struct MixedInputKernel {
 
   struct Accumulators {
     float acc[4][kNT][4];
-    float part[4][kNT][4];                  ///< the current group's sums of f (q - z) a
+    float part[4][kNT][4];                  ///< the current group's sums of f (q - z) a (kColumnSums: (B + q) a)
+    float sums[Cvt::kColumnSums ? kNT : 1][4];  ///< kColumnSums: the group's sums of a, tokens 8 j + 2 r (+ 1)
     float scale[4][2];                      ///< s / f of the lane's rows 16 t + g (+ 8)
     typename Cvt::Offset offset[4][2];      ///< -(B + f z) of the same rows
 
-    CUTE_DEVICE void clear_group() { zero(part); }
+    CUTE_DEVICE void clear_group() {
+      zero(part);
+      zero(sums);
+    }
 
-    /// acc += s / f * part, then a new group.
+    /// acc += s / f * (part [- (B + z) sums]), then a new group.
     CUTE_DEVICE void flush() {
       CUTE_UNROLL
       for (int t = 0; t < 4; ++t) {
@@ -359,7 +367,11 @@ struct MixedInputKernel {
         for (int j = 0; j < kNT; ++j) {
           CUTE_UNROLL
           for (int i = 0; i < 4; ++i) {
-            acc[t][j][i] = fmaf(scale[t][i / 2], part[t][j][i], acc[t][j][i]);
+            float x = part[t][j][i];
+            if constexpr (Cvt::kColumnSums) {
+              x = fmaf(offset[t][i / 2], sums[j][i % 2], x);
+            }
+            acc[t][j][i] = fmaf(scale[t][i / 2], x, acc[t][j][i]);
           }
         }
       }
@@ -394,10 +406,19 @@ struct MixedInputKernel {
       loads.issue(p, smem_base + s * kStageBytes);
     }
 
-    // ldmatrix addresses: lane l (0..15) points at token row (l % 8) of an n8 tile, chunk l / 8
+    // A stage at st: lane offsets of this warp's first k16 step s0 (step s0 + q adds q * kStepBytes
+    // to the weights' address and xors q << 5 into the activation's: its rows are 128 bytes, chunks
+    // swizzled by row, and st 128-byte aligned). ldmatrix: lane l (0..15) points at token row l % 8
+    // of an n8 tile, chunk 2 s + l / 8.
+    int const s0 = wk * kStepsPerWarp;
     int const lm_row = lane % 8, lm_chunk = (lane / 8) % 2;
+    uint32_t const w_lane = (wn * Layout::kKSteps + s0) * Layout::kStepBytes + Layout::load_offset(lane, 0);
+    uint32_t const a_lane = kWeightBytes + lm_row * 128 + ((((2 * s0) | lm_chunk) ^ lm_row) << 4);
+    int const n_local = wn * 64 + lane / 4;
+    bool const two_rows = p.group_size % TileK != 0;  // groups of 32 (or odd multiples): two scale rows a stage
 
-    int stage = 0;
+    uint32_t const smem_end = smem_base + Stages * kStageBytes;
+    uint32_t st = smem_base;
     SegmentIterator segments(p.work, blockIdx.x);
     Accumulators r;
     if constexpr (!kGroupZeros) {  // a fixed zero point: the offsets are constants
@@ -412,43 +433,42 @@ struct MixedInputKernel {
       // this warp's current group ends at k = group_end (no group yet: the first step loads one)
       bool in_group = false;
       int group_end = 0;
-      int const rows = p.group_size % TileK != 0 ? 2 : 1;
       for (int kb = seg.k_begin; kb < seg.k_end; ++kb) {
         cp_async_wait<Stages - 2>();
         __syncthreads();
-        loads.issue(p, smem_base + (stage == 0 ? Stages - 1 : stage - 1) * kStageBytes);
-        uint32_t const st = smem_base + stage * kStageBytes;
-        uint32_t const weights = st + (wn * Layout::kKSteps) * Layout::kStepBytes;
-        uint32_t const act = st + kWeightBytes;
-        uint32_t const scales = st + kWeightBytes + kActBytes;
+        loads.issue(p, (st == smem_base ? smem_end : st) - kStageBytes);
+        uint32_t const weights = st + w_lane, act = st + a_lane, scales = st + kWeightBytes + kActBytes;
+        int const k_warp = kb * TileK + s0 * 16;
         CUTE_UNROLL
         for (int q = 0; q < kStepsPerWarp; ++q) {
-          int const s = wk * kStepsPerWarp + q;
-          int const k = kb * TileK + s * 16;
-          if (!in_group || k >= group_end) {
-            if (in_group) {
-              r.flush();
+          // groups are multiples of 32: one can start only at an even step
+          if (kStepsPerWarp == 1 || q % 2 == 0) {
+            int const k = k_warp + q * 16;
+            if (!in_group || k >= group_end) {
+              if (in_group) {
+                r.flush();
+              }
+              // the stage holds the scale rows of its first k and of k + 32; steps 2 and 3 take the second
+              r.load_group(scales, two_rows && s0 + q >= 2 ? 1 : 0, n_local);
+              group_end = in_group && group_end + p.group_size > k ? group_end + p.group_size
+                                                                   : (k / p.group_size + 1) * p.group_size;
+              in_group = true;
             }
-            // the stage holds the scale rows of its first k and of k + 32; steps 2 and 3 take the second
-            r.load_group(scales, rows == 2 && s >= 2 ? 1 : 0, wn * 64 + lane / 4);
-            group_end = in_group && group_end + p.group_size > k ? group_end + p.group_size
-                                                                 : (k / p.group_size + 1) * p.group_size;
-            in_group = true;
           }
           uint32_t w[Cvt::kWords];
           {
-            uint4 const v = lds128(weights + s * Layout::kStepBytes + Layout::load_offset(lane, 0));
+            uint4 const v = lds128(weights + q * Layout::kStepBytes);
             w[0] = v.x, w[1] = v.y, w[2] = v.z, w[3] = v.w;
             if constexpr (Cvt::kWords == 8) {
-              uint4 const u = lds128(weights + s * Layout::kStepBytes + Layout::load_offset(lane, 1));
+              uint4 const u = lds128(weights + q * Layout::kStepBytes + Layout::load_offset(0, 1));
               w[4] = u.x, w[5] = u.y, w[6] = u.z, w[7] = u.w;
             }
           }
           uint32_t b[kNT][2];
+          uint32_t const act_q = act ^ (q << 5);
           CUTE_UNROLL
           for (int j = 0; j < kNT; ++j) {
-            int const row = j * 8 + lm_row, chunk = 2 * s + lm_chunk;
-            ldmatrix_x2(b[j], act + row * 128 + ((chunk ^ (row % 8)) * 16));
+            ldmatrix_x2(b[j], act_q + j * 8 * 128);
           }
           uint32_t a[4][4];
           Cvt::convert(w, r.offset, a);
@@ -458,9 +478,13 @@ struct MixedInputKernel {
             for (int t = 0; t < 4; ++t) {
               mma_16816<Element>(r.part[t][j], a[t], b[j]);
             }
+            if constexpr (Cvt::kColumnSums) {  // every row of the product: the column sums of b
+              constexpr uint32_t kOnes = 0x3F803F80u;
+              mma_16816<Element>(r.sums[j], {kOnes, kOnes, kOnes, kOnes}, b[j]);
+            }
           }
         }
-        stage = stage == Stages - 1 ? 0 : stage + 1;
+        st = st + kStageBytes == smem_end ? smem_base : st + kStageBytes;
       }
       if (in_group) {
         r.flush();
