@@ -10,13 +10,15 @@
     rows (TileN = 64 WarpsN) times WarpsK along each 64-deep stage's four k16 steps, whose
     partial sums meet in shared memory at the end of a tile.
 
-    Codes become exact integers f (q - z) in the 16-bit type, unscaled: one LOP3 per pair of 4-bit
-    codes puts them under a magic number B (bf16 128, fp16 1024) as B + f q (f = 1, or 16 for the
-    odd tiles of fp16, whose codes sit 4 bits higher in the word), one packed add subtracts B + f z;
-    8-bit codes go through one PRMT a pair (fp16, under 1024) or through fp32 (bf16). The mma sums
-    them into fp32 partials per group; when a group ends, acc += (s / f) * partial: one FMA per
-    accumulator and group in place of a packed multiply per pair of codes, and the weight is
-    s (q - z) unrounded (reference.mm_quantized(..., exact_weight=True)).
+    Codes go under a magic number B (bf16 128, fp16 1024) with one LOP3 per pair of 4-bit codes,
+    as B + f q (f = 1, or 16 for the odd tiles of fp16, whose codes sit 4 bits higher in the word);
+    8-bit codes go through one PRMT a pair (fp16, under 1024) or through fp32 (bf16). For fp16 and
+    8-bit codes one packed add subtracts B + f z: exact integers f (q - z). bf16 4-bit codes stay
+    B + q, and one more mma a k16 step sums the activation's columns, of which (B + z) times come off
+    when the group ends (Codes::kColumnSums). The mma sums them into fp32 partials per group; when a
+    group ends, acc += (s / f) * partial: one FMA per accumulator and group in place of a packed
+    multiply per pair of codes, and the weight is s (q - z) unrounded
+    (reference.mm_quantized(..., exact_weight=True)).
 
     Pipeline: Stages buffers of (the weight's 64-deep block per block row, the activation tile, one
     or two group-scale and zero-point rows), filled by cp.async from every thread Stages - 1 ahead
