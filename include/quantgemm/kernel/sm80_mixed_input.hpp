@@ -396,6 +396,37 @@ struct MixedInputKernel {
     }
   };
 
+  /// One k16 step of a warp: its codes from `weights`, the activation's n8 tiles from `act`.
+  CUTE_DEVICE static void step(Accumulators& r, uint32_t weights, uint32_t act) {
+    uint32_t w[Cvt::kWords];
+    {
+      uint4 const v = lds128(weights);
+      w[0] = v.x, w[1] = v.y, w[2] = v.z, w[3] = v.w;
+      if constexpr (Cvt::kWords == 8) {
+        uint4 const u = lds128(weights + Layout::load_offset(0, 1));
+        w[4] = u.x, w[5] = u.y, w[6] = u.z, w[7] = u.w;
+      }
+    }
+    uint32_t b[kNT][2];
+    CUTE_UNROLL
+    for (int j = 0; j < kNT; ++j) {
+      ldmatrix_x2(b[j], act + j * 8 * 128);
+    }
+    uint32_t a[4][4];
+    Cvt::convert(w, r.offset, a);
+    CUTE_UNROLL
+    for (int j = 0; j < kNT; ++j) {
+      CUTE_UNROLL
+      for (int t = 0; t < 4; ++t) {
+        mma_16816<Element>(r.part[t][j], a[t], b[j]);
+      }
+      if constexpr (Cvt::kColumnSums) {  // every row of the product: the column sums of b
+        constexpr uint32_t kOnes = 0x3F803F80u;
+        mma_16816<Element>(r.sums[j], {kOnes, kOnes, kOnes, kOnes}, b[j]);
+      }
+    }
+  }
+
   CUTE_DEVICE static void run(Params const& p, char* smem) {
     int const warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     int const wn = warp % WarpsN, wk = warp / WarpsN;
@@ -441,50 +472,31 @@ struct MixedInputKernel {
         loads.issue(p, (st == smem_base ? smem_end : st) - kStageBytes);
         uint32_t const weights = st + w_lane, act = st + a_lane, scales = st + kWeightBytes + kActBytes;
         int const k_warp = kb * TileK + s0 * 16;
-        CUTE_UNROLL
-        for (int q = 0; q < kStepsPerWarp; ++q) {
-          // groups are multiples of 32: one can start only at an even step
-          if (kStepsPerWarp == 1 || q % 2 == 0) {
-            int const k = k_warp + q * 16;
-            if (!in_group || k >= group_end) {
-              if (in_group) {
-                r.flush();
+        // groups are multiples of 32: one can start only at an even step, and with groups of 64 or
+        // more only at a stage's first (so the stage's steps are one block of code for the scheduler)
+        auto steps = [&](auto two_groups) {
+          CUTE_UNROLL
+          for (int q = 0; q < kStepsPerWarp; ++q) {
+            if (q == 0 || (decltype(two_groups)::value && q % 2 == 0)) {
+              int const k = k_warp + q * 16;
+              if (!in_group || k >= group_end) {
+                if (in_group) {
+                  r.flush();
+                }
+                // the stage holds the scale rows of its first k and of k + 32; steps 2 and 3 take the second
+                r.load_group(scales, two_rows && s0 + q >= 2 ? 1 : 0, n_local);
+                group_end = in_group && group_end + p.group_size > k ? group_end + p.group_size
+                                                                     : (k / p.group_size + 1) * p.group_size;
+                in_group = true;
               }
-              // the stage holds the scale rows of its first k and of k + 32; steps 2 and 3 take the second
-              r.load_group(scales, two_rows && s0 + q >= 2 ? 1 : 0, n_local);
-              group_end = in_group && group_end + p.group_size > k ? group_end + p.group_size
-                                                                   : (k / p.group_size + 1) * p.group_size;
-              in_group = true;
             }
+            step(r, weights + q * Layout::kStepBytes, act ^ (q << 5));
           }
-          uint32_t w[Cvt::kWords];
-          {
-            uint4 const v = lds128(weights + q * Layout::kStepBytes);
-            w[0] = v.x, w[1] = v.y, w[2] = v.z, w[3] = v.w;
-            if constexpr (Cvt::kWords == 8) {
-              uint4 const u = lds128(weights + q * Layout::kStepBytes + Layout::load_offset(0, 1));
-              w[4] = u.x, w[5] = u.y, w[6] = u.z, w[7] = u.w;
-            }
-          }
-          uint32_t b[kNT][2];
-          uint32_t const act_q = act ^ (q << 5);
-          CUTE_UNROLL
-          for (int j = 0; j < kNT; ++j) {
-            ldmatrix_x2(b[j], act_q + j * 8 * 128);
-          }
-          uint32_t a[4][4];
-          Cvt::convert(w, r.offset, a);
-          CUTE_UNROLL
-          for (int j = 0; j < kNT; ++j) {
-            CUTE_UNROLL
-            for (int t = 0; t < 4; ++t) {
-              mma_16816<Element>(r.part[t][j], a[t], b[j]);
-            }
-            if constexpr (Cvt::kColumnSums) {  // every row of the product: the column sums of b
-              constexpr uint32_t kOnes = 0x3F803F80u;
-              mma_16816<Element>(r.sums[j], {kOnes, kOnes, kOnes, kOnes}, b[j]);
-            }
-          }
+        };
+        if (two_rows) {
+          steps(std::true_type{});
+        } else {
+          steps(std::false_type{});
         }
         st = st + kStageBytes == smem_end ? smem_base : st + kStageBytes;
       }
