@@ -46,9 +46,20 @@ class Schedule:
         v = [int(x) for x in m.groups()]
         return Schedule(tile_n=v[0], tile_m=v[1], tile_k=v[2], cluster=(v[3], v[4], v[5]))
 
-    def problems(self) -> list[str]:
-        """Why this schedule cannot be compiled, if it cannot."""
+    def problems(self, e4m3: bool = False) -> list[str]:
+        """Why this schedule cannot be compiled, if it cannot (e4m3: as a W4A8 schedule)."""
         out = []
+        if e4m3:
+            if self.tile_k != 128:
+                out.append(f"W4A8 stages are 128 deep (one group-scale row a stage), got tile_k {self.tile_k}")
+            if self.tile_m * self.tile_n // 128 > 128:
+                out.append(f"W4A8 needs tile_m * tile_n / 128 <= 128 (the accumulators and the partial sums of "
+                           f"a stage must fit in the registers), got {self.tile_n} x {self.tile_m}")
+            if self.tile_m not in MIXED_INPUT_TILE_M:
+                out.append(f"tile_m must be one of {MIXED_INPUT_TILE_M}, got {self.tile_m}")
+            if self.tile_n not in (128, 256) or self.cluster != (1, 1, 1):
+                out.append(f"tile_n must be 128 or 256 and cluster (1, 1, 1), got {self.tile_n}, {self.cluster}")
+            return out
         if self.tile_n not in (128, 256):
             out.append(f"tile_n must be 128 or 256 (one or two prepacked block rows), got {self.tile_n}")
         if self.tile_m not in MIXED_INPUT_TILE_M:
@@ -185,6 +196,9 @@ class Family:
     kernel_suffix: str = ""  #: scaled_mm: the CUTLASS kernel schedule's suffix ("FP8FastAccum" or "")
     #: mixed_input: group-scale rows per 64-deep k-block, 1 (groups of 64 and more) or 2 (groups of 32)
     scale_rows: int = 1
+    #: mixed_input: the activations' C++ type where it is not `activation` (which then is the scales'
+    #: and output's): "cutlass::float_e4m3_t" for the W4A8 kernels
+    input: str = ""
 
     @property
     def schedule_type(self):
@@ -221,7 +235,8 @@ class Family:
                 if bound is not None and bound < 1:
                     out.append(f"{self.name}: bound {bound} admits nothing")
         for sched in self.all_schedules():
-            out += [f"{self.name} {sched}: {p}" for p in sched.problems()]
+            out += [f"{self.name} {sched}: {p}" for p in (sched.problems(e4m3=True) if self.input
+                                                           else sched.problems())]
             if self.scale_rows == 2 and sched.tile_k != 64:
                 out.append(f"{self.name} {sched}: two scale rows a k-block need tile_k 64, got {sched.tile_k}")
             if self.kind == "block_scaled_mm":
@@ -296,6 +311,19 @@ def group32(family: Family) -> Family:
 
 MIXED_INPUT_G32 = tuple(group32(f) for f in (U4B8_BF16, U4_BF16, U4B8_FP16, U4_FP16, U8B128_BF16, U8_BF16,
                                              U8B128_FP16, U8_FP16))
+
+
+#: W4A8: u4b8 weights (in their own prepacked layout) x e4m3 activations with fp32 token scales, on the
+#: fp8 tensor core; group scales (a multiple of 128 or K) applied to fp32 partial sums every stage.
+#: Hand-set rules after the 16-bit kernel's (narrow tiles for decode, 128 x 128 for prefill), until tuned.
+_W4A8_RULES = (Rule(_tile(256, 8, 128), m_max=8), Rule(_tile(256, 16, 128), m_max=16),
+               Rule(_tile(256, 32, 128), m_max=32), Rule(_tile(128, 64, 128), m_max=64), Rule(_tile(128, 128, 128)))
+U4B8_E4M3_BF16 = Family(
+    name="u4b8_e4m3_bf16", weight="u4b8", input="cutlass::float_e4m3_t",
+    space=tuple(_tile(n, m, 128) for n in (128, 256) for m in (8, 16, 32, 64, 128) if m * n // 128 <= 128),
+    rules=_W4A8_RULES, rules_source="hand-set, until tuned")
+#: the same with fp16 group scales and output
+U4B8_E4M3_FP16 = replace(U4B8_E4M3_BF16, name="u4b8_e4m3_fp16", activation="cutlass::half_t")
 
 
 def sm80(family: Family, rules: tuple[Rule, ...] = (), rules_source: str = "") -> Family:
@@ -395,4 +423,4 @@ FP8BLOCK_BF16 = with_rules(Family(
 
 FAMILIES: tuple[Family, ...] = (U4B8_BF16, U4_BF16, U4B8_FP16, U4_FP16, FP8FAST_BF16, FP8_BF16, INT8_BF16,
                                 FP8FAST_FP16, FP8_FP16, INT8_FP16, FP8BLOCK_BF16, U8B128_BF16, U8_BF16, U8B128_FP16,
-                                U8_FP16) + MIXED_INPUT_G32 + MIXED_INPUT_SM80
+                                U8_FP16) + MIXED_INPUT_G32 + MIXED_INPUT_SM80 + (U4B8_E4M3_BF16, U4B8_E4M3_FP16)

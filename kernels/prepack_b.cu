@@ -70,6 +70,8 @@ using Layout8 = PrepackedBLayoutOfBits<8>;
 using Sm80Layout4 = Sm80PrepackedBLayoutOfBits<4>;
 using Sm80Layout8 = Sm80PrepackedBLayoutOfBits<8>;
 
+using E4m3Layout = PrepackedBLayoutE4m3;
+
 }  // namespace
 
 cudaError_t prepack_b_u4b8(uint8_t const* codes, int N, int K, uint8_t* packed, cudaStream_t stream) {
@@ -106,6 +108,18 @@ void prepack_b_sm80_host(int bits, uint8_t const* codes, int N, int K, uint8_t* 
 
 void unpack_b_sm80_host(int bits, uint8_t const* packed, int N, int K, uint8_t* codes) {
   bits == 8 ? unpack_host<Sm80Layout8>(packed, N, K, codes) : unpack_host<Sm80Layout4>(packed, N, K, codes);
+}
+
+cudaError_t prepack_b_e4m3(uint8_t const* codes, int N, int K, uint8_t* packed, cudaStream_t stream) {
+  return prepack<E4m3Layout>(codes, N, K, packed, stream);
+}
+
+void prepack_b_e4m3_host(uint8_t const* codes, int N, int K, uint8_t* packed) {
+  prepack_host<E4m3Layout>(codes, N, K, packed);
+}
+
+void unpack_b_e4m3_host(uint8_t const* packed, int N, int K, uint8_t* codes) {
+  unpack_host<E4m3Layout>(packed, N, K, codes);
 }
 
 }  // namespace quantgemm

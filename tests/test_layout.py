@@ -119,3 +119,47 @@ def test_partial_blocks_are_padded_with_the_zero_code(n, k):
     padded[:n, :k] = codes
     assert torch.equal(b.data, quantgemm.prepack_b(padded).data)
     assert torch.equal(quantgemm.unpack_b(b), codes)
+
+
+def expected_prepack_e4m3(codes: torch.Tensor) -> torch.Tensor:
+    """The W4A8 layout from the PTX fragment of wgmma .m64nNk32 with an 8-bit A in registers: lane
+    (g = lane / 4, q = lane % 4) holds, in byte b of register r, row g + 8 (r % 2) and column
+    4 q + b + 16 (r / 2) of each k32 step; value v = 4 r + b is nibble v % 8 of word 2 j + v / 8."""
+    n_total, k_total = codes.shape
+    out = bytearray(n_total * k_total // 2)
+    blocks_k = k_total // 64
+    for nb in range(n_total // 128):
+        for kb in range(blocks_k):
+            base = (nb * blocks_k + kb) * 8192
+            for t in range(256):
+                wg, warp, lane = t // 128, (t % 128) // 32, t % 32
+                g, q = lane // 4, lane % 4
+                for j in range(2):  # k32 step
+                    for v in range(16):
+                        r, b = v // 4, v % 4
+                        row = 64 * wg + 16 * warp + g + 8 * (r % 2)
+                        col = 32 * j + 4 * q + b + 16 * (r // 2)
+                        e = base + (t * 2 + j) * 16 + v
+                        out[e // 2] |= int(codes[nb * 128 + row, kb * 64 + col]) << (4 * (e % 2))
+    return torch.frombuffer(out, dtype=torch.uint8)
+
+
+@pytest.mark.parametrize("n,k", [(128, 64), (256, 128)])
+def test_host_prepack_for_e4m3_follows_the_8_bit_fragment_order(n, k):
+    torch.manual_seed(n + k + 2)
+    codes = torch.randint(0, 16, (n, k), dtype=torch.uint8)
+    packed = quantgemm.prepack_b(codes, layout="sm90_e4m3")
+    assert packed.layout == "sm90_e4m3" and packed.data.numel() == n * k // 2
+    assert torch.equal(packed.data, expected_prepack_e4m3(codes))
+
+
+@pytest.mark.parametrize("n,k", [(136, 72), (384, 192)])
+def test_e4m3_layout_pads_and_round_trips(n, k):
+    codes = torch.randint(0, 16, (n, k), dtype=torch.uint8)
+    packed = quantgemm.prepack_b(codes, layout="sm90_e4m3")
+    assert torch.equal(quantgemm.unpack_b(packed), codes)
+
+
+def test_e4m3_layout_takes_u4b8_only():
+    with pytest.raises(ValueError, match="weight_type must be one of .'u4b8',. for the sm90_e4m3 layout"):
+        quantgemm.prepack_b(torch.zeros(128, 64, dtype=torch.uint8), "u4", layout="sm90_e4m3")

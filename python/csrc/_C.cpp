@@ -201,12 +201,14 @@ std::tuple<int, size_t> mm_block_scaled(std::string const& family, std::string c
   return launch_8bit(&block_scaled_mm_launcher, family, schedule, args, device);
 }
 
-/// GPU prepack of `bits`-bit codes (4: u4b8 and u4; 8: u8b128 and u8) into `layout` ("sm90", "sm80").
+/// GPU prepack of `bits`-bit codes (4: u4b8 and u4; 8: u8b128 and u8) into `layout` ("sm90", "sm80",
+/// or "sm90_e4m3": 4-bit codes for the W4A8 kernels).
 void prepack(std::string const& layout, int bits, uintptr_t codes, int N, int K, uintptr_t packed, int device,
              uintptr_t stream) {
   DeviceGuard guard(device);
   auto const* c = ptr<uint8_t const>(codes);
-  cudaError_t const err = layout == "sm80" ? prepack_b_sm80(bits, c, N, K, ptr<uint8_t>(packed), stream_of(stream))
+  cudaError_t const err = layout == "sm80"        ? prepack_b_sm80(bits, c, N, K, ptr<uint8_t>(packed), stream_of(stream))
+                          : layout == "sm90_e4m3" ? prepack_b_e4m3(c, N, K, ptr<uint8_t>(packed), stream_of(stream))
                           : bits == 8      ? prepack_b_u8(c, N, K, ptr<uint8_t>(packed), stream_of(stream))
                                            : prepack_b_u4b8(c, N, K, ptr<uint8_t>(packed), stream_of(stream));
   DeviceGuard::check(err, "prepack_b");
@@ -215,6 +217,8 @@ void prepack(std::string const& layout, int bits, uintptr_t codes, int N, int K,
 void prepack_host(std::string const& layout, int bits, uintptr_t codes, int N, int K, uintptr_t packed) {
   if (layout == "sm80") {
     prepack_b_sm80_host(bits, ptr<uint8_t const>(codes), N, K, ptr<uint8_t>(packed));
+  } else if (layout == "sm90_e4m3") {
+    prepack_b_e4m3_host(ptr<uint8_t const>(codes), N, K, ptr<uint8_t>(packed));
   } else {
     (bits == 8 ? &prepack_b_u8_host : &prepack_b_u4b8_host)(ptr<uint8_t const>(codes), N, K, ptr<uint8_t>(packed));
   }
@@ -223,6 +227,8 @@ void prepack_host(std::string const& layout, int bits, uintptr_t codes, int N, i
 void unpack_host(std::string const& layout, int bits, uintptr_t packed, int N, int K, uintptr_t codes) {
   if (layout == "sm80") {
     unpack_b_sm80_host(bits, ptr<uint8_t const>(packed), N, K, ptr<uint8_t>(codes));
+  } else if (layout == "sm90_e4m3") {
+    unpack_b_e4m3_host(ptr<uint8_t const>(packed), N, K, ptr<uint8_t>(codes));
   } else {
     (bits == 8 ? &unpack_b_u8_host : &unpack_b_u4b8_host)(ptr<uint8_t const>(packed), N, K, ptr<uint8_t>(codes));
   }

@@ -278,6 +278,53 @@ def bench_shape(model, layer, n, k, ms, group_size, bandwidth, l2_bytes, check=T
     return rows
 
 
+def bench_w4a8_shape(model, layer, n, k, ms, group_size, bandwidth, l2_bytes, check=True,
+                     schedules=(None,)) -> list[Row]:
+    """W4A8 (u4b8 weights, e4m3 activations quantized per token) against torch bf16 matmul on the bf16
+    activations. quantgemm_us is the GEMM's time; the schedule column adds the time of quantizing
+    the activation and the GEMM together, and the relative error of the W4A8 and W4A16 results
+    against the bf16 GEMM of the quantized weight (the accuracy cost of the e4m3 activation)."""
+    torch.manual_seed(0)
+    w = torch.randn(n, k, device="cuda", dtype=torch.bfloat16) / math.sqrt(k)
+    w_q, scales, _, qbytes, q_copies = quantized_copies(w, group_size, l2_bytes, "u4b8", mixed_input.E4M3)
+    w_copies = [w.clone() for _ in range(copies_for(w.numel() * 2, l2_bytes))]
+    b16 = mixed_input.prepack_b(w_q)
+    del w
+    rows = []
+    for m in ms:
+        x = torch.randn(m, k, device="cuda", dtype=torch.bfloat16)
+        a, ts = quantize_fp8(x)
+        ts = ts.reshape(-1)
+        out_q = torch.empty(m, n, device="cuda", dtype=torch.bfloat16)
+        out_t = torch.empty(m, n, device="cuda", dtype=torch.bfloat16)
+        tt = graph_time_us([lambda wc=wc: torch.matmul(x, wc.t(), out=out_t) for wc in w_copies])
+        for sched in schedules:
+            note = ""
+            if check:
+                b, s, _ = q_copies[0]
+                mixed_input.mm(a, b, s, group_size, out=out_q, schedule=sched, token_scales=ts)
+                ref = reference.mm_quantized(a.float(), w_q, scales, group_size, token_scales=ts, exact_weight=True)
+                rel = ((out_q.float() - ref).norm() / ref.norm()).item()
+                if not rel < 1e-2:
+                    raise RuntimeError(f"{model} {layer} M={m}: relative error {rel:.3g} against the reference")
+                exact = reference.mm_quantized(x, w_q, scales, group_size, exact_weight=True)
+                w4a16 = mixed_input.mm(x, b16, scales, group_size).float()
+                note = (f", rel. error vs bf16 x W4: W4A8 {((out_q.float() - exact).norm() / exact.norm()).item():.2e}"
+                        f" W4A16 {((w4a16 - exact).norm() / exact.norm()).item():.2e}")
+            qg = graph_time_us([lambda b=b, s=s: mixed_input.mm(a, b, s, group_size, out=out_q, schedule=sched,
+                                                                 token_scales=ts) for b, s, _ in q_copies])
+
+            def both(b, s):
+                aq, sq = quantize_fp8(x)
+                mixed_input.mm(aq, b, s, group_size, out=out_q, schedule=sched, token_scales=sq.reshape(-1))
+            total = graph_time_us([lambda b=b, s=s: both(b, s) for b, s, _ in q_copies])
+            name = sched or mixed_input.select_schedule(m, n, k, "u4b8", group_size=group_size, layout=mixed_input.E4M3)
+            rows.append(Row(model, layer, n, k, m, qg, tt, qbytes / bandwidth * 1e6,
+                            f"{name} (quantize + GEMM {total:.1f} us{note})"))
+            print(format_row(rows[-1]), flush=True)
+    return rows
+
+
 def host_overhead(n: int = 4096, k: int = 4096, calls: int = 200) -> None:
     """Host overhead per call at M = 1: the CPU time to issue a call (few enough calls that the
     launch queue never fills, so the GPU cannot hold the host back), and the eager wall time per call
@@ -320,7 +367,7 @@ def format_row(r: Row) -> str:
             f"{r.speedup:>7.2f} {r.floor_us:>8.1f} {r.over_floor:>7.2f}  {r.schedule}")
 
 
-PEERS = {"w4a16": "torch bf16", "fp8": "torch._scaled_mm", "fp8fast": "torch._scaled_mm fast", "int8": "torch._int_mm",
+PEERS = {"w4a16": "torch bf16", "w4a8": "torch bf16", "fp8": "torch._scaled_mm", "fp8fast": "torch._scaled_mm fast", "int8": "torch._int_mm",
          "fp8block": "torch._scaled_mm"}
 
 
@@ -353,8 +400,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--profile", metavar="N,K,M", default=None,
                         help="only run that problem 4 times, untimed, for a profiler (ncu --launch-skip 3)")
     parser.add_argument("--overhead", action="store_true", help="only measure the host overhead per call")
-    parser.add_argument("--kind", default="w4a16", choices=["w4a16", "fp8", "fp8fast", "int8", "fp8block"],
-                        help="w4a16 (u4b8 weights, against torch bf16 matmul), or W8A8: fp8 (promoted "
+    parser.add_argument("--kind", default="w4a16", choices=["w4a16", "w4a8", "fp8", "fp8fast", "int8", "fp8block"],
+                        help="w4a16 (u4b8 weights, against torch bf16 matmul), w4a8 (u4b8 x e4m3 "
+                             "activations quantized per token, against torch bf16 matmul), or W8A8: fp8 (promoted "
                              "accumulation) and fp8fast against torch._scaled_mm, int8 against torch._int_mm, "
                              "or fp8block (1 x 128 / 128 x 128 scales) against torch._scaled_mm")
     args = parser.parse_args(argv)
@@ -389,6 +437,7 @@ def main(argv: list[str] | None = None) -> int:
     l2 = getattr(props, "L2_cache_size", 60 << 20)
     bandwidth = read_bandwidth(torch.device("cuda", torch.cuda.current_device()))
     what = {"w4a16": f"{args.weight_type} group {args.group_size}, bf16, {args.layout} kernels; peer torch bf16 matmul",
+            "w4a8": f"u4b8 group {args.group_size} x e4m3 per-token activations, bf16 out; peer torch bf16 matmul",
             "fp8": "FP8 e4m3 per-token x per-channel scales, bf16 out; peer torch._scaled_mm",
             "fp8fast": "FP8 e4m3 fast accumulation, per-token x per-channel, bf16 out; peer torch._scaled_mm "
                        "(use_fast_accum)",
@@ -397,7 +446,7 @@ def main(argv: list[str] | None = None) -> int:
                         "torch._scaled_mm (blockwise where available, else rowwise)"}[args.kind]
     print(f"{props.name}, {props.multi_processor_count} SMs, L2 {l2 >> 20} MB, "
           f"read-only stream {bandwidth / 1e12:.2f} TB/s; {what}")
-    print(HEADER.replace("torch us", "peer us") if args.kind != "w4a16" else HEADER)
+    print(HEADER.replace("torch us", "peer us") if args.kind not in ("w4a16", "w4a8") else HEADER)
     rows = []
     for model in models:
         for layer in MODELS[model]:
@@ -405,6 +454,11 @@ def main(argv: list[str] | None = None) -> int:
                 rows += bench_block_scaled_shape(model, layer.name, layer.n, layer.k, ms, bandwidth, l2,
                                                  check=not args.no_check,
                                                  schedules=args.schedules.split(",") if args.schedules else (None,))
+                continue
+            if args.kind == "w4a8":
+                rows += bench_w4a8_shape(model, layer.name, layer.n, layer.k, ms, args.group_size, bandwidth, l2,
+                                         check=not args.no_check,
+                                         schedules=args.schedules.split(",") if args.schedules else (None,))
                 continue
             if args.kind != "w4a16":
                 rows += bench_scaled_shape(model, layer.name, layer.n, layer.k, ms, args.kind, bandwidth, l2,

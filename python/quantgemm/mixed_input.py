@@ -5,6 +5,9 @@
 
     zero = 8 for u4b8 weights (GPTQ symmetric), 128 for u8b128 ones, group_zeros[k // group_size, n]
     for u4 and u8 weights.
+
+W4A8: u4b8 weights prepacked in the "sm90_e4m3" layout against e4m3 activations (with their fp32
+per-token scales as token_scales), on the fp8 tensor core; the output takes the group scales' dtype.
 """
 
 from __future__ import annotations
@@ -29,10 +32,14 @@ BLOCK_N = 128  # prepacked block: 128 weight rows ...
 BLOCK_K = 64   # ... by 64 k
 #: the prepacked layouts: "sm90", the wgmma kernels' (Hopper), and "sm80", the mma.sync kernels'
 #: (sm_80 and later: Ampere, Ada, and Hopper too); each with its (rows, columns) block
-LAYOUTS = {"sm90": (BLOCK_N, BLOCK_K), "sm80": (64, 64)}
+#: and "sm90_e4m3", the W4A8 kernels' (Hopper, e4m3 activations; u4b8 weights only)
+LAYOUTS = {"sm90": (BLOCK_N, BLOCK_K), "sm80": (64, 64), "sm90_e4m3": (BLOCK_N, BLOCK_K)}
+E4M3 = "sm90_e4m3"
+E4M3_WEIGHT_TYPES = ("u4b8",)
 #: whether a layout's kernels keep the dequantized weight unrounded (reference.mm_quantized's
-#: exact_weight): the sm80 kernels scale fp32 partial sums, the sm90 ones each code in bf16/fp16
-EXACT_WEIGHT = {"sm90": False, "sm80": True}
+#: exact_weight): the sm80 and W4A8 kernels scale fp32 partial sums, the sm90 ones each code in bf16/fp16
+EXACT_WEIGHT = {"sm90": False, "sm80": True, E4M3: True}
+E4M3_GROUP = 128  # W4A8 groups: a multiple of 128 (one scale row a 128-deep stage) or all of K
 ALIGN = 8      # N and K: rows of 16-bit activations and outputs 16-byte aligned for the TMA
 _STATUS_WORKSPACE_TOO_SMALL = 2
 
@@ -108,11 +115,15 @@ def _check_layout(layout: str) -> None:
 GROUP_32 = BLOCK_K // 2  # groups of half a k-block: kernels of their own, two scale rows a block
 
 
-def _check_group(k: int, group_size: int) -> int:
+def _check_group(k: int, group_size: int, layout: str = "sm90") -> int:
     """The number of scale rows; ValueError unless group_size is -1 (or K), 32, or a multiple of 64,
-    dividing K."""
+    dividing K (for the e4m3 layout: -1, K, or a multiple of 128)."""
     groups = group_count(k, group_size)
-    if groups > 1 and (k // groups) % BLOCK_K != 0 and k // groups != GROUP_32:
+    if layout == E4M3:
+        if groups > 1 and (k // groups) % E4M3_GROUP != 0:
+            raise ValueError(f"group_size must be a multiple of {E4M3_GROUP} or -1 for W4A8 (e4m3 activations), "
+                             f"got {group_size}")
+    elif groups > 1 and (k // groups) % BLOCK_K != 0 and k // groups != GROUP_32:
         raise ValueError(f"group_size must be {GROUP_32}, a multiple of {BLOCK_K} or -1, got {group_size}")
     return groups
 
@@ -128,6 +139,9 @@ def check_prepack_args(w_q: torch.Tensor, weight_type: str, perm: torch.Tensor |
     _check_layout(layout)
     if weight_type not in WEIGHT_TYPES:
         raise ValueError(f"weight_type must be one of {WEIGHT_TYPES}, got {weight_type!r}")
+    if layout == E4M3 and weight_type not in E4M3_WEIGHT_TYPES:
+        raise ValueError(f"weight_type must be one of {E4M3_WEIGHT_TYPES} for the {E4M3} layout (W4A8), "
+                         f"got {weight_type!r}")
     _checks.tensor("w_q", w_q, dtype=torch.uint8, ndim=2)
     n, k = w_q.shape
     _check_weight_shape(n, k)
@@ -153,7 +167,7 @@ def prepack_b(w_q: torch.Tensor, weight_type: str = "u4b8", perm: torch.Tensor |
 
     layout: "sm90" (the Hopper kernels) or "sm80" (the mma.sync kernels, for sm_80 and later
     GPUs); by default the one for w_q's device (default_layout). mm runs the kernels of the
-    weight's layout.
+    weight's layout. "sm90_e4m3" (u4b8 only): the W4A8 kernels, which take e4m3 activations.
     """
     if layout is None:
         layout = default_layout(w_q.device) if isinstance(w_q, torch.Tensor) else "sm90"
@@ -193,10 +207,13 @@ _FAMILIES = {(w, d, g32, "sm90"): f"{w}{'_g32' if g32 else ''}_{name}"
              for w in WEIGHT_TYPES for d, name in DTYPES.items() for g32 in (False, True)}
 _FAMILIES.update({(w, d, g32, "sm80"): f"sm80_{w}_{name}"  # (every group size on the same kernels)
                   for w in WEIGHT_TYPES for d, name in DTYPES.items() for g32 in (False, True)})
+_FAMILIES.update({(w, d, False, E4M3): f"{w}_e4m3_{name}"  # (d: the output's dtype)
+                  for w in E4M3_WEIGHT_TYPES for d, name in DTYPES.items()})
 
 
 def _family(weight_type: str, dtype: torch.dtype = torch.bfloat16, group32: bool = False, layout: str = "sm90") -> str:
-    """The kernel family of a weight type, an activation dtype, (group32) groups of 32 and a layout."""
+    """The kernel family of a weight type, an activation dtype (the output's, for the e4m3 layout),
+    (group32) groups of 32 and a layout."""
     family = _FAMILIES.get((weight_type, dtype, group32, layout))
     if family is not None:
         return family
@@ -211,13 +228,14 @@ def supported_schedules(weight_type: str = "u4b8", dtype: torch.dtype = torch.bf
     """Every compiled schedule for `weight_type` weights, `dtype` activations, groups of
     `group_size` (on sm90, 32 has schedules of its own, every other size shares them) and a weight
     prepacked in `layout`, each usable as mm(..., schedule=...)."""
-    return list(compiled_schedules(_family(weight_type, dtype, group_size == GROUP_32, layout)))
+    return list(compiled_schedules(_family(weight_type, dtype, group_size == GROUP_32 and layout != E4M3, layout)))
 
 
 def select_schedule(m: int, n: int, k: int, weight_type: str = "u4b8", dtype: torch.dtype = torch.bfloat16,
                     group_size: int = 128, layout: str = "sm90") -> str:
     """The schedule the heuristic picks for an M x N x K problem."""
-    return native().select(_family(weight_type, dtype, _two_scale_rows(k, group_size), layout), m, n, k)
+    return native().select(_family(weight_type, dtype, _two_scale_rows(k, group_size) and layout != E4M3, layout),
+                           m, n, k)
 
 
 @dataclass
@@ -261,12 +279,12 @@ def explain(m: int, n: int, k: int, group_size: int = 128, schedule: str | None 
     refused = []
     if m < 0:
         refused.append(f"M must be >= 0, got {m}")
-    for check in (lambda: _check_weight_shape(n, k), lambda: _check_group(k, group_size)):
+    for check in (lambda: _check_weight_shape(n, k), lambda: _check_group(k, group_size, layout)):
         try:
             check()
         except ValueError as e:
             refused.append(str(e))
-    family = _family(weight_type, dtype, _two_scale_rows(k, group_size), layout)
+    family = _family(weight_type, dtype, _two_scale_rows(k, group_size) and layout != E4M3, layout)
     compiled = list(compiled_schedules(family))
     if not compiled:
         refused.append(_not_built(family))
@@ -328,20 +346,36 @@ def check_mm_args(a: torch.Tensor, b: PrepackedWeight, group_scales: torch.Tenso
     if not isinstance(b, PrepackedWeight):
         raise TypeError(f"b must be a PrepackedWeight from quantgemm.prepack_b, got {type(b).__name__}")
     _checks.tensor("a", a, ndim=2)
-    if a.dtype not in DTYPES:
-        raise TypeError(f"a must have dtype torch.bfloat16 or torch.float16, got {a.dtype}")
+    e4m3 = b.layout == E4M3
+    if e4m3 and a.dtype != torch.float8_e4m3fn:
+        raise TypeError(f"a must have dtype torch.float8_e4m3fn for a weight prepacked in the {E4M3} layout "
+                        f"(W4A8), got {a.dtype}")
+    if not e4m3 and a.dtype not in DTYPES:
+        raise TypeError(f"a must have dtype torch.bfloat16 or torch.float16"
+                        f"{' (or torch.float8_e4m3fn with a weight prepacked in the sm90_e4m3 layout)' if a.dtype == torch.float8_e4m3fn else ''}"
+                        f", got {a.dtype}")
     m, k = a.shape
     n = b.n
     if k != b.k:
         raise ValueError(f"a must have K={b.k} columns to match b ({b.n}x{b.k}), got shape {tuple(a.shape)}")
+    if e4m3 and k % 16:
+        raise ValueError(f"K={k} is not supported for W4A8: e4m3 activation rows must be 16-byte aligned "
+                         f"(K a multiple of 16)")
     if not isinstance(group_size, int) or isinstance(group_size, bool):
         raise TypeError(f"group_size must be an int, got {type(group_size).__name__}")
-    groups = _check_group(k, group_size)
-    _checks.dense("group_scales", group_scales, a.dtype, (groups, n))
+    groups = _check_group(k, group_size, b.layout)
+    out_dtype = a.dtype
+    if e4m3:
+        _checks.tensor("group_scales", group_scales)
+        if group_scales.dtype not in DTYPES:
+            raise TypeError(f"group_scales must have dtype torch.bfloat16 or torch.float16 (the output's), "
+                            f"got {group_scales.dtype}")
+        out_dtype = group_scales.dtype
+    _checks.dense("group_scales", group_scales, out_dtype, (groups, n))
     if out is not None:
-        _checks.tensor("out", out, dtype=a.dtype, ndim=2)
+        _checks.tensor("out", out, dtype=out_dtype, ndim=2)
         _checks.shape("out", out, (m, n))
-    family = _family(b.weight_type, a.dtype, _two_scale_rows(k, group_size), b.layout)
+    family = _family(b.weight_type, out_dtype, _two_scale_rows(k, group_size) and not e4m3, b.layout)
     if ZERO_POINTS[b.weight_type] is None:
         if group_zeros is None:
             raise ValueError(f"group_zeros must be given for a {b.weight_type} weight (zero points per group and column)")
@@ -384,6 +418,11 @@ def mm(a: torch.Tensor, b: PrepackedWeight, group_scales: torch.Tensor, group_si
     channel_scales, token_scales: optional fp32 [N] and [M], contiguous: the fp32 sum is multiplied
     by channel_scales[n] * token_scales[m] before its one rounding to a's dtype.
     An act-order weight (prepack_b(..., perm=...)) costs one gather of a's columns (M x K) per call.
+    W4A8: with b prepacked in the "sm90_e4m3" layout (u4b8), a is torch.float8_e4m3fn (K and the row
+    stride multiples of 16; quantize.quantize_fp8 gives it and its per-token scales, to pass as
+    token_scales), group_size a multiple of 128 or -1, and group_scales, out and the result are
+    bf16 or fp16 (group_scales' dtype). The codes are exact in e4m3; each 128 of k accumulates on the
+    fp8 tensor core and is added in fp32 times its group scale.
     Runs on torch's current stream, without synchronizing the host. The kernel may start while the
     previous kernel on the stream finishes (programmatic dependent launch): it reads a and writes out
     only after that kernel has completed, but starts streaming b and group_scales at once, so a
@@ -407,7 +446,8 @@ def mm(a: torch.Tensor, b: PrepackedWeight, group_scales: torch.Tensor, group_si
                 _checks.same_device(name, x, index)
     allocated = out is None
     if allocated:
-        out = a.new_empty((m, n))  # (cheaper to issue than torch.empty with keywords)
+        # (new_empty is cheaper to issue than torch.empty with keywords)
+        out = a.new_empty((m, n)) if a.dtype in DTYPES else group_scales.new_empty((m, n))
     else:
         _checks.same_device("out", out, index)
     if m == 0:

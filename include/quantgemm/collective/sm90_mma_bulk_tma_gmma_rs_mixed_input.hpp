@@ -44,6 +44,7 @@ struct PipelineState {
 template <class Weight, class ElementA_, int TileN_, int TileM_, int TileK_, int Stages_, int ScaleRows_ = 1>
 struct Sm90MmaBulkTmaGmmaRsMixedInput {
   using ElementA = ElementA_;  // activations, scales, zero points and output
+  using ElementOut = ElementA;
   static_assert(cute::is_same_v<ElementA, cutlass::bfloat16_t> || cute::is_same_v<ElementA, cutlass::half_t>,
                 "quantgemm: activations must be bf16 or fp16");
   static_assert(Weight::kBits == 4 || Weight::kBits == 8, "quantgemm: the mixed-input mainloop converts 4- or 8-bit codes");
@@ -82,6 +83,7 @@ struct Sm90MmaBulkTmaGmmaRsMixedInput {
   static_assert(cute::cosize_v<SmemLayoutAct> == TileM * TileK * Stages);
   static_assert(Stages == 1 || SmemLayoutAct{}.layout_b()(0, 0, 1) == TileM * TileK);
   static_assert(kKBlocks == 1 || SmemLayoutAct{}.layout_b()(0, BLayout::kBlockK, 0) == TileM * BLayout::kBlockK);
+  static constexpr int kActBoxK = BLayout::kBlockK;  // k of a TMA box of the activation (128 bytes)
   static constexpr uint32_t kKBlockActBytes = TileM * BLayout::kBlockK * sizeof(ElementA);
   static constexpr uint32_t kActBytes = kKBlocks * kKBlockActBytes;
   static constexpr uint32_t kBlockScaleBytes = BLayout::kBlockN * sizeof(ElementA);
@@ -156,7 +158,9 @@ struct Sm90MmaBulkTmaGmmaRsMixedInput {
   /// stored either). A k-block past the weight's blocks (an odd number of them) repeats the last
   /// weight block and scale row against activation columns that the TMA fills with zeros, so it
   /// adds finite values times zero.
-  CUTE_DEVICE static void load(Params const& p, SharedStorage& s, Pipeline& pipe, LoadCursor& c, int blk) {
+  /// (Storage: this mainloop's SharedStorage, or one with the same weight members: the W4A8 mainloop's)
+  template <class Storage>
+  CUTE_DEVICE static void load(Params const& p, Storage& s, Pipeline& pipe, LoadCursor& c, int blk) {
     int const i = pipe.index;
     cutlass::arch::ClusterBarrier::wait(&s.empty[i], pipe.phase ^ 1u);
     uint32_t const bytes =

@@ -57,7 +57,7 @@ CUTE_DEVICE uint64_t qg_globaltimer() {
 template <class Mainloop_>
 struct Sm90GemmMixedInputStreamK {
   using Mainloop = Mainloop_;
-  using ElementA = typename Mainloop::ElementA;
+  using ElementOut = typename Mainloop::ElementOut;
   static constexpr int TileN = Mainloop::TileN;
   static constexpr int TileM = Mainloop::TileM;
   static constexpr int kThreads = 128 + Mainloop::kConsumerThreads;
@@ -95,7 +95,7 @@ struct Sm90GemmMixedInputStreamK {
 
   struct SharedStorage {
     typename Mainloop::SharedStorage mainloop;
-    cute::array_aligned<ElementA, TileM * TileN, 128> out;  // (TileM, TileN), n fastest
+    cute::array_aligned<ElementOut, TileM * TileN, 128> out;  // (TileM, TileN), n fastest
   };
 
   static constexpr int kSharedBytes = int(sizeof(SharedStorage));
@@ -277,7 +277,7 @@ struct Sm90GemmMixedInputStreamK {
     // column 2q + v % 2 + 8 (v / 4)
     int const row = (ct / 32) * 16 + (ct % 32) / 4;
     int const col = 2 * (ct % 4);
-    ElementA* out = s.out.data();
+    ElementOut* out = s.out.data();
     // optional fp32 scales per output channel and per token, applied to the fp32 sum before its one
     // rounding (rows and tokens past the problem read 1: the TMA store drops them)
     float channel[Mainloop::kBlocksN][2];
@@ -297,7 +297,7 @@ struct Sm90GemmMixedInputStreamK {
         int const m = col + v % 2 + 8 * (v / 4);
         int const m_global = m_tile * TileM + m;
         float const token = p.token_scales != nullptr && m_global < p.M ? p.token_scales[m_global] : 1.f;
-        out[m * TileN + n] = ElementA(accum(v + blk * (TileM / 2)) * (channel[blk][(v / 2) % 2] * token));
+        out[m * TileN + n] = ElementOut(accum(v + blk * (TileM / 2)) * (channel[blk][(v / 2) % 2] * token));
       }
     }
     cute::tma_store_fence();

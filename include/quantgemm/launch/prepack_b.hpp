@@ -35,4 +35,10 @@ cudaError_t prepack_b_sm80(int bits, uint8_t const* codes, int N, int K, uint8_t
 void prepack_b_sm80_host(int bits, uint8_t const* codes, int N, int K, uint8_t* packed);
 void unpack_b_sm80_host(int bits, uint8_t const* packed, int N, int K, uint8_t* codes);
 
+/// The W4A8 kernels' layout (layout/prepacked_b.hpp, PrepackedBLayoutE4m3) of 4-bit codes, for e4m3
+/// activations: N % 128 == 0, K % 64 == 0.
+cudaError_t prepack_b_e4m3(uint8_t const* codes, int N, int K, uint8_t* packed, cudaStream_t stream);
+void prepack_b_e4m3_host(uint8_t const* codes, int N, int K, uint8_t* packed);
+void unpack_b_e4m3_host(uint8_t const* packed, int N, int K, uint8_t* codes);
+
 }  // namespace quantgemm

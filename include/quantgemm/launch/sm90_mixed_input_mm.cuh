@@ -5,6 +5,7 @@
 #pragma once
 
 #include "quantgemm/collective/sm90_mma_bulk_tma_gmma_rs_mixed_input.hpp"
+#include "quantgemm/collective/sm90_mma_w4a8.hpp"
 #include "quantgemm/kernel/sm90_gemm_mixed_input_stream_k.hpp"
 #include "quantgemm/launch/mixed_input_mm.hpp"
 #include "quantgemm/launch/tma_descriptor.hpp"
@@ -13,10 +14,17 @@ namespace quantgemm {
 
 inline constexpr int kSm90SharedMemoryBytes = 232448;  // 227 KB per block
 
+/// The mainloop of a schedule: Activation e4m3 takes the W4A8 one (u4b8 weights, 128-deep stages,
+/// Element the scales' and output's type), any other the 16-bit mixed-input one.
+template <class Weight, class Element, int TileN, int TileM, int TileK, int ScaleRows, class Activation, int Stages>
+using Sm90MixedInputMainloop =
+    cute::conditional_t<cute::is_same_v<Activation, cutlass::float_e4m3_t>, Sm90MmaW4A8<Element, TileN, TileM, Stages>,
+                        Sm90MmaBulkTmaGmmaRsMixedInput<Weight, Element, TileN, TileM, TileK, Stages, ScaleRows>>;
+
 /// As many stages as fit beside the epilogue tile, at most 32.
-template <class Weight, class Element, int TileN, int TileM, int TileK, int ScaleRows>
+template <class Weight, class Element, int TileN, int TileM, int TileK, int ScaleRows, class Activation>
 constexpr int sm90_mixed_input_stages() {
-  using Probe = Sm90MmaBulkTmaGmmaRsMixedInput<Weight, Element, TileN, TileM, TileK, 1, ScaleRows>;
+  using Probe = Sm90MixedInputMainloop<Weight, Element, TileN, TileM, TileK, ScaleRows, Activation, 1>;
   constexpr int kFixed = TileM * TileN * 2 + 2048;
   constexpr int kStages = (kSm90SharedMemoryBytes - kFixed) / int(Probe::kStageBytes + 16);
   return kStages < 32 ? kStages : 32;
@@ -26,20 +34,24 @@ constexpr int sm90_mixed_input_stages() {
 inline constexpr int kMinStreamKDepth = 256;
 
 /// One schedule; ScaleRows 2 is the variant for groups of 32 (two scale rows a 64-deep k-block),
-/// which takes group_size 32 only, and ScaleRows 1 every other group size.
-template <class Weight, class Element, int TileN, int TileM, int TileK, int ScaleRows = 1>
+/// which takes group_size 32 only, and ScaleRows 1 every other group size. Activation e4m3: the W4A8
+/// kernels (u4b8 weights in the e4m3 layout, 128-deep stages, groups of a multiple of 128 or K; K and
+/// lda multiples of 16).
+template <class Weight, class Element, int TileN, int TileM, int TileK, int ScaleRows = 1, class Activation = Element>
 LaunchResult launch_sm90_mixed_input_mm(MixedInputMmArgs const& x) {
-  using Mainloop =
-      Sm90MmaBulkTmaGmmaRsMixedInput<Weight, Element, TileN, TileM, TileK,
-                                     sm90_mixed_input_stages<Weight, Element, TileN, TileM, TileK, ScaleRows>(),
-                                     ScaleRows>;
+  using Mainloop = Sm90MixedInputMainloop<
+      Weight, Element, TileN, TileM, TileK, ScaleRows, Activation,
+      sm90_mixed_input_stages<Weight, Element, TileN, TileM, TileK, ScaleRows, Activation>()>;
+  constexpr bool kE4m3 = cute::is_same_v<Activation, cutlass::float_e4m3_t>;
   using BLayout = typename Mainloop::BLayout;
   using Kernel = Sm90GemmMixedInputStreamK<Mainloop>;
   static_assert(Kernel::kSharedBytes <= kSm90SharedMemoryBytes, "shared storage too large");
 
   LaunchResult result;
-  bool const group_ok = ScaleRows == 2 ? x.group_size == 32 && x.K != 32 : x.group_size == x.K || x.group_size % 64 == 0;
-  if (!mixed_input_mm_args_valid(x) || !group_ok || (Weight::kGroupZeros && x.M > 0 && x.group_zeros == nullptr)) {
+  bool const group_ok = ScaleRows == 2 ? x.group_size == 32 && x.K != 32
+                        : x.group_size == x.K || x.group_size % (kE4m3 ? 128 : 64) == 0;
+  bool const rows_ok = !kE4m3 || (x.K % 16 == 0 && x.lda % 16 == 0);  // 16-byte rows of e4m3 for the TMA
+  if (!mixed_input_mm_args_valid(x) || !group_ok || !rows_ok || (Weight::kGroupZeros && x.M > 0 && x.group_zeros == nullptr)) {
     result.status = Status::kInvalidArgument;
     return result;
   }
@@ -60,7 +72,8 @@ LaunchResult launch_sm90_mixed_input_mm(MixedInputMmArgs const& x) {
     return result;
   }
   StreamKDecomposition const work = StreamKDecomposition::make(
-      (x.N + TileN - 1) / TileN, (x.M + TileM - 1) / TileM, (x.K + TileK - 1) / TileK, sms, kMinStreamKDepth / TileK);
+      (x.N + TileN - 1) / TileN, (x.M + TileM - 1) / TileM, (x.K + Mainloop::TileK - 1) / Mainloop::TileK, sms,
+      kMinStreamKDepth / Mainloop::TileK);
   if (!stream_k_scratch_fits(work, Kernel::kTileFloats, x, result)) {
     return result;
   }
@@ -68,8 +81,8 @@ LaunchResult launch_sm90_mixed_input_mm(MixedInputMmArgs const& x) {
   typename Kernel::Params p;
   constexpr CUtensorMapDataType kTmaType =
       cute::is_same_v<Element, cutlass::half_t> ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16 : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
-  cudaError_t err = make_tma_2d(&p.tma_act, kTmaType, 2, x.a, x.M, x.K, x.lda, TileM,
-                                BLayout::kBlockK, CU_TENSOR_MAP_SWIZZLE_128B);
+  cudaError_t err = make_tma_2d(&p.tma_act, kE4m3 ? CU_TENSOR_MAP_DATA_TYPE_UINT8 : kTmaType, kE4m3 ? 1 : 2, x.a, x.M,
+                                x.K, x.lda, TileM, Mainloop::kActBoxK, CU_TENSOR_MAP_SWIZZLE_128B);
   if (err == cudaSuccess) {
     err = make_tma_2d(&p.tma_out, kTmaType, 2, x.out, x.M, x.N, x.ldo, TileM, TileN,
                       CU_TENSOR_MAP_SWIZZLE_NONE);

@@ -95,3 +95,51 @@ template <class Weight>
 using PrepackedBLayout = PrepackedBLayoutOfBits<Weight::kBits>;
 
 }  // namespace quantgemm
+
+namespace quantgemm {
+
+/// The layout of 4-bit codes for the W4A8 kernels, whose wgmma takes e4m3 operands 32 deep: the same
+/// 128(N) x 64(K) blocks, one 16-byte slice a consumer thread, but in the thread-value order of the
+/// 8-bit register-sourced A operand (ALayout_64x32: a thread's 16 values of a k32 step are four
+/// registers of four consecutive k each) and without the nibble interleave of the 16-bit layout:
+///
+///   code e of a block = (t * 2 + j) * 16 + p     t: consumer thread, j: k32 step 0..1, p: value 0..15
+///
+/// so value p of step j is nibble p % 8 of the thread's word 2 j + p / 8, and the converter
+/// (numeric/u4.hpp, Convert4BitE4m3) turns each word's low and high four nibbles into the bytes of
+/// the step's registers p / 4.
+struct PrepackedBLayoutE4m3 : BlockedCodes<PrepackedBLayoutE4m3> {
+  /// (thread 0..127, value 0..15) -> m + 64 * k inside the 64x32 A tile of one 8-bit wgmma.
+  using AtomALayout = cute::SM90::GMMA::ALayout_64x32;
+
+  static constexpr int kBits = 4;
+  static constexpr int kBlockN = 128;
+  static constexpr int kBlockK = 64;
+  static constexpr int kThreads = 256;
+  static constexpr int kKSteps = kBlockK / 32;
+  static constexpr int kBlockCodes = kBlockN * kBlockK;
+  static constexpr int kBlockBytes = kBlockCodes / 2;
+  static constexpr int kLoads = 1;
+  CUTE_HOST_DEVICE static constexpr int load_offset(int t, int) { return t * 16; }
+  static constexpr int kCodesPerWord = 8;
+  static constexpr uint32_t kCodeMask = 0xf;
+
+  CUTE_HOST_DEVICE static constexpr int code_index(int t, int j, int p) { return (t * kKSteps + j) * 16 + p; }
+
+  CUTE_HOST_DEVICE static void block_coord(int e, int& n, int& k) {
+    int const p = e % 16;
+    int const j = (e / 16) % kKSteps;
+    int const t = e / (16 * kKSteps);
+    int const mk = AtomALayout{}(t % 128, p);
+    n = 64 * (t / 128) + mk % 64;
+    k = 32 * j + mk / 64;
+  }
+
+  CUTE_HOST_DEVICE static int block_code(int n, int k) {
+    auto const inverse = cute::right_inverse(AtomALayout{});
+    int const tv = inverse((n % 64) + 64 * (k % 32));
+    return code_index((n / 64) * 128 + tv % 128, k / 32, tv / 128);
+  }
+};
+
+}  // namespace quantgemm

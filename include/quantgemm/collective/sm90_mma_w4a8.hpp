@@ -1,0 +1,256 @@
+/*! \file
+    \brief sm90 W4A8 mainloop: 4-bit weights (u4b8) against e4m3 activations on the fp8 tensor core,
+           the transposed problem out^T = W a^T as in the 16-bit mixed-input mainloop:
+
+             acc[n, m] = sum_g s[g, n] * (sum_{k in stage g} (q[n, k] - 8) * a[m, k])       (fp32)
+
+    The weight side is the 16-bit mainloop's: the same bulk copies of 128 x 64 prepacked blocks (in
+    their own layout, PrepackedBLayoutE4m3: the 8-bit wgmma's register order) and of each block's
+    group-scale row, by the same producer threads. A stage is 128 of k: two k-blocks and one 128-wide
+    TMA box of the e4m3 activation (128 bytes a row, 128B swizzle).
+
+    Each consumer thread converts its codes to e4m3 with PRMT lookups (numeric/u4_e4m3.hpp: exact,
+    q - 8 is a small integer) and issues the stage's four k32 wgmmas into a fresh set of fp32
+    partial sums; the group scale (one row per stage: groups are multiples of 128 or all of K) is
+    applied when that partial is added into the accumulators, in fp32. This is also where the
+    tensor core's fp8 accumulation is promoted into full fp32: every 128 of k. Narrow tiles keep two
+    partial sets (the stage before the last stays in flight while the last is added) and spread a
+    stage's k32 steps over up to four of them (a chain of short wgmmas runs at their latency); the
+    128-token tile keeps one and waits for its wgmmas before adding them.
+*/
+#pragma once
+
+#include <cuda.h>
+
+#include "cute/arch/copy_sm90_tma.hpp"
+#include "cute/arch/mma_sm90.hpp"
+#include "cute/atom/mma_atom.hpp"
+#include "cute/tensor.hpp"
+#include "cutlass/arch/barrier.h"
+#include "cutlass/numeric_types.h"
+
+#include "quantgemm/collective/sm90_mma_bulk_tma_gmma_rs_mixed_input.hpp"
+#include "quantgemm/layout/prepacked_b.hpp"
+#include "quantgemm/numeric/u4_e4m3.hpp"
+
+namespace quantgemm {
+
+template <class ElementOut_, int TileN_, int TileM_, int Stages_>
+struct Sm90MmaW4A8 {
+  using ElementA = cutlass::float_e4m3_t;  // activations
+  using ElementOut = ElementOut_;          // group scales and output
+  using Weight = u4b8;
+  using BLayout = PrepackedBLayoutE4m3;
+  static constexpr int TileN = TileN_;
+  static constexpr int TileM = TileM_;
+  static constexpr int TileK = 128;
+  static constexpr int Stages = Stages_;
+  static constexpr int kKBlocks = TileK / BLayout::kBlockK;
+  static constexpr int kKSteps = TileK / 32;
+  static constexpr int kBlocksN = TileN / BLayout::kBlockN;
+  static_assert(kBlocksN * BLayout::kBlockN == TileN && (kBlocksN == 1 || kBlocksN == 2));
+  static constexpr int kConsumerThreads = BLayout::kThreads;
+  static constexpr int kConsumerWarps = kConsumerThreads / 32;
+
+  /// The weight producers: the 16-bit mainloop's, whose blocks, scale rows and barriers are the same.
+  using WeightStream = Sm90MmaBulkTmaGmmaRsMixedInput<Weight, ElementOut, TileN, TileM, TileK, Stages, 1>;
+  static_assert(WeightStream::BLayout::kBlockBytes == BLayout::kBlockBytes);
+  using Pipeline = typename WeightStream::Pipeline;
+  using Params = typename WeightStream::Params;
+  using LoadCursor = typename WeightStream::LoadCursor;
+
+  using TiledMma = decltype(cute::make_tiled_mma(
+      cute::SM90::GMMA::rs_op_selector<ElementA, ElementA, float,
+                                       cute::Shape<cute::_64, cute::Int<TileM>, cute::Int<TileK>>>(),
+      cute::Layout<cute::Shape<cute::_2, cute::_1, cute::_1>>{}));
+  static_assert(cute::is_same_v<typename TiledMma::Atom::Traits::ALayout, typename BLayout::AtomALayout>,
+                "the prepacked layout must follow this MMA's register-sourced operand");
+
+  // (TileM, TileK, Stages), 128B-swizzled, K-major: one 128-byte row per token and stage
+  using SmemLayoutAct = decltype(cute::tile_to_shape(
+      cute::SM90::GMMA::Layout_K_SW128_Atom<ElementA>{},
+      cute::make_shape(cute::Int<TileM>{}, cute::Int<TileK>{}, cute::Int<Stages>{})));
+  static_assert(cute::cosize_v<SmemLayoutAct> == TileM * TileK * Stages);
+  static_assert(Stages == 1 || SmemLayoutAct{}.layout_b()(0, 0, 1) == TileM * TileK);
+  static constexpr int kActBoxK = TileK;
+  static constexpr uint32_t kActBytes = TileM * TileK;
+  static constexpr uint32_t kStageBytes =
+      kKBlocks * kBlocksN * (BLayout::kBlockBytes + BLayout::kBlockN * sizeof(ElementOut)) + kActBytes;
+
+  struct SharedStorage {
+    cute::array_aligned<ElementA, cute::cosize_v<SmemLayoutAct>, 1024> act;
+    cute::array_aligned<uint8_t, Stages * kKBlocks * kBlocksN * BLayout::kBlockBytes, 128> b;  // [stage][kb][blk]
+    cute::array_aligned<ElementOut, Stages * kKBlocks * TileN, 128> scales;                    // [stage][kb][n]
+    uint64_t full[Stages];
+    uint64_t empty[Stages];
+  };
+
+  using Accumulator = decltype(cute::partition_fragment_C(
+      TiledMma{}, cute::Shape<cute::Int<TileN>, cute::Int<TileM>>{}));  // (MMA, kBlocksN, 1)
+
+  static constexpr int kProducers = kBlocksN + 1;
+
+  CUTE_DEVICE static void init_barriers(SharedStorage& s) {
+    for (int i = 0; i < Stages; ++i) {
+      cutlass::arch::ClusterTransactionBarrier::init(&s.full[i], kProducers);
+      cutlass::arch::ClusterBarrier::init(&s.empty[i], kConsumerWarps);
+    }
+    cutlass::arch::fence_barrier_init();
+  }
+
+  CUTE_DEVICE static LoadCursor cursor(Params const& p, int n_tile, int blk, int kb) {
+    return WeightStream::cursor(p, n_tile, blk, kb);
+  }
+
+  CUTE_DEVICE static void load(Params const& p, SharedStorage& s, Pipeline& pipe, LoadCursor& c, int blk) {
+    WeightStream::load(p, s, pipe, c, blk);
+  }
+
+  /// Activation producer (one thread): the e4m3 tile of k from k, rows [m0, m0 + TileM), one TMA box
+  /// (rows past M and columns past K read as zeros).
+  CUTE_DEVICE static void load_act(CUtensorMap const* tma_act, SharedStorage& s, Pipeline& pipe, int k, int m0) {
+    int const i = pipe.index;
+    cutlass::arch::ClusterBarrier::wait(&s.empty[i], pipe.phase ^ 1u);
+    cutlass::arch::ClusterTransactionBarrier::arrive_and_expect_tx(&s.full[i], kActBytes);
+    cute::SM90_TMA_LOAD_2D::copy(tma_act, &s.full[i], static_cast<uint64_t>(cute::TMA::CacheHintSm90::EVICT_NORMAL),
+                                 s.act.data() + i * (TileM * TileK), k, m0);
+    pipe.advance();
+  }
+
+  // a stage's k32 steps spread over up to four partial-sum sets (a chain of short wgmmas on one set
+  // would run at their latency)
+  static constexpr int kColumns = TileM * kBlocksN;
+  static constexpr int kSets = kColumns <= 16 ? 4 : (kColumns <= 32 ? 2 : 1);
+
+  CUTE_DEVICE static void release(SharedStorage& s, int stage, int ct) {
+    if (ct % 32 == 0) {
+      cutlass::arch::ClusterBarrier::arrive(&s.empty[stage]);
+    }
+  }
+
+  /// Consumers (two warpgroups, thread ct in 0..255): accum = the sum over the next k_iters stages.
+  CUTE_DEVICE static void mma(SharedStorage& s, Pipeline& pipe, int k_iters, Accumulator& accum, int ct) {
+    using namespace cute;
+    TiledMma tiled_mma;
+    Tensor sAct = make_tensor(make_smem_ptr(s.act.data()), SmemLayoutAct{});  // (TileM,TileK,PIPE)
+    auto wg_slice = tiled_mma.get_slice((ct / 128) * 128);
+    Tensor tCrB = wg_slice.make_fragment_B(wg_slice.partition_B(sAct));        // (MMA,1,kKSteps,PIPE)
+    using FragmentA = decltype(make_tensor<ElementA>(partition_shape_A(tiled_mma, Shape<Int<TileN>, Int<TileK>>{})));
+    FragmentA tCrA[2];                                                           // (MMA,kBlocksN,kKSteps) each
+    static_assert(decltype(size<1>(FragmentA{}))::value == kBlocksN && decltype(size<2>(FragmentA{}))::value == kKSteps);
+    Accumulator partial[kSets];
+    float scale[kBlocksN][2];  // the group scales of the stage in the partial sums, rows g and g + 8
+    clear(accum);
+
+    int const row = (ct / 32) * 16 + (ct % 32) / 4;
+    ElementOut const* scales = s.scales.data();
+    bool held = false;  // the previous stage's shared memory is still held (and its sums not added)
+
+    // accum += scale * (the partial sums), in a fixed order
+    auto add = [&]() {
+      CUTE_UNROLL
+      for (int a = 0; a < kSets; ++a) {
+        warpgroup_fence_operand(partial[a]);
+      }
+      CUTE_UNROLL
+      for (int blk = 0; blk < kBlocksN; ++blk) {
+        CUTE_UNROLL
+        for (int v = 0; v < TileM / 2; ++v) {
+          int const at = v + blk * (TileM / 2);
+          float sum = partial[0](at);
+          CUTE_UNROLL
+          for (int a = 1; a < kSets; ++a) {
+            sum += partial[a](at);
+          }
+          accum(at) = fmaf(scale[blk][(v / 2) % 2], sum, accum(at));
+        }
+      }
+    };
+
+    auto stage = [&](auto buffer) {
+      constexpr int P = decltype(buffer)::value;  // A-register buffer
+      int const i = pipe.index;
+      cutlass::arch::ClusterTransactionBarrier::wait(&s.full[i], pipe.phase);
+      uint4 packed[kKBlocks][kBlocksN];
+      float now[kBlocksN][2];
+      CUTE_UNROLL
+      for (int kb = 0; kb < kKBlocks; ++kb) {
+        CUTE_UNROLL
+        for (int blk = 0; blk < kBlocksN; ++blk) {
+          packed[kb][blk] = *reinterpret_cast<uint4 const*>(
+              s.b.data() + ((i * kKBlocks + kb) * kBlocksN + blk) * BLayout::kBlockBytes + BLayout::load_offset(ct, 0));
+        }
+      }
+      CUTE_UNROLL
+      for (int blk = 0; blk < kBlocksN; ++blk) {
+        // a stage lies inside one group: its first k-block's scale row serves both
+        int const at = i * kKBlocks * TileN + blk * BLayout::kBlockN + row;
+        now[blk][0] = float(scales[at]);
+        now[blk][1] = float(scales[at + 8]);
+      }
+      // (the previous stage's wgmmas read the other A buffer while this one is converted)
+      CUTE_UNROLL
+      for (int kb = 0; kb < kKBlocks; ++kb) {
+        CUTE_UNROLL
+        for (int blk = 0; blk < kBlocksN; ++blk) {
+          uint32_t const words[4] = {packed[kb][blk].x, packed[kb][blk].y, packed[kb][blk].z, packed[kb][blk].w};
+          CUTE_UNROLL
+          for (int j = 0; j < BLayout::kKSteps; ++j) {
+            Tensor a = recast<uint32_t>(tCrA[P](_, blk, kb * BLayout::kKSteps + j));
+            uint32_t r0, r1, r2, r3;
+            Convert4BitE4m3::convert(words[2 * j], r0, r1);
+            Convert4BitE4m3::convert(words[2 * j + 1], r2, r3);
+            a(0) = r0;
+            a(1) = r1;
+            a(2) = r2;
+            a(3) = r3;
+          }
+        }
+      }
+      // the previous stage's wgmmas have retired: add its sums, free its shared memory
+      warpgroup_wait<0>();
+      if (held) {
+        release(s, i >= 1 ? i - 1 : i + Stages - 1, ct);
+        add();
+      }
+      CUTE_UNROLL
+      for (int a = 0; a < kSets; ++a) {
+        warpgroup_fence_operand(partial[a]);
+      }
+      warpgroup_arrive();
+      CUTE_UNROLL
+      for (int j = 0; j < kKSteps; ++j) {
+        tiled_mma.accumulate_ = j < kSets ? GMMA::ScaleOut::Zero : GMMA::ScaleOut::One;
+        gemm(tiled_mma, tCrA[P](_, _, j), tCrB(_, _, j, i), partial[j % kSets]);
+      }
+      warpgroup_commit_batch();
+      CUTE_UNROLL
+      for (int a = 0; a < kSets; ++a) {
+        warpgroup_fence_operand(partial[a]);
+      }
+      CUTE_UNROLL
+      for (int blk = 0; blk < kBlocksN; ++blk) {
+        scale[blk][0] = now[blk][0];
+        scale[blk][1] = now[blk][1];
+      }
+      held = true;
+      pipe.advance();
+    };
+
+    int it = 0;
+    for (; it + 1 < k_iters; it += 2) {
+      stage(Int<0>{});
+      stage(Int<1>{});
+    }
+    if (it < k_iters) {  // an if, not a loop: buffer 0 must never directly follow buffer 0
+      stage(Int<0>{});
+    }
+    warpgroup_wait<0>();
+    if (held) {
+      release(s, pipe.index >= 1 ? pipe.index - 1 : pipe.index + Stages - 1, ct);
+      add();
+    }
+  }
+};
+
+}  // namespace quantgemm

@@ -1,0 +1,147 @@
+"""W4A8: u4b8 weights in the sm90_e4m3 layout x e4m3 activations (quantgemm.mm): argument validation
+everywhere, and on a Hopper GPU every schedule against the pure-torch reference (fp32 matmul of the
+dequantized weight and the dequantized e4m3 activation) on fresh random inputs, outputs poisoned."""
+
+import pytest
+import torch
+
+import quantgemm
+from quantgemm import mixed_input, reference
+from quantgemm.quantize import quantize_fp8, quantize_u4b8
+from quantgemm.testing import assert_gemm_close, poison_, replay_in_graph
+
+from conftest import requires_hopper
+
+E4M3 = "sm90_e4m3"
+
+# ---------------------------------------------------------------- validation (no GPU needed)
+
+
+def cpu_problem(m=4, n=128, k=256, g=128, out_dtype=torch.bfloat16):
+    w_q = torch.randint(0, 16, (n, k), dtype=torch.uint8)
+    a = torch.randn(m, k).to(torch.float8_e4m3fn)
+    return a, quantgemm.prepack_b(w_q, layout=E4M3), torch.rand(k // g, n, dtype=out_dtype), g
+
+
+def test_rejects_16_bit_activations_for_the_e4m3_layout():
+    a, b, s, g = cpu_problem()
+    with pytest.raises(TypeError, match="a must have dtype torch.float8_e4m3fn for a weight prepacked in the sm90_e4m3"):
+        quantgemm.mm(a.to(torch.bfloat16), b, s, g)
+
+
+def test_rejects_e4m3_activations_for_a_16_bit_layout():
+    a, _, s, g = cpu_problem()
+    b = quantgemm.prepack_b(torch.randint(0, 16, (128, 256), dtype=torch.uint8))
+    with pytest.raises(TypeError, match="or torch.float8_e4m3fn with a weight prepacked in the sm90_e4m3 layout"):
+        quantgemm.mm(a, b, s, g)
+
+
+@pytest.mark.parametrize("g,match", [(64, "group_size must be a multiple of 128 or -1 for W4A8"),
+                                     (100, "group_size must be -1 or a positive divisor")])
+def test_rejects_groups_off_the_128_deep_stages(g, match):
+    a, b, _, _ = cpu_problem(k=384)
+    with pytest.raises(ValueError, match=match):
+        quantgemm.mm(a, b, torch.rand(384 // 64, 128, dtype=torch.bfloat16), g)
+
+
+def test_rejects_k_off_16_bytes():
+    w_q = torch.randint(0, 16, (128, 136), dtype=torch.uint8)
+    b = quantgemm.prepack_b(w_q, layout=E4M3)
+    a = torch.randn(2, 136).to(torch.float8_e4m3fn)
+    with pytest.raises(ValueError, match="K=136 is not supported for W4A8"):
+        quantgemm.mm(a, b, torch.rand(1, 128, dtype=torch.bfloat16), -1)
+
+
+@pytest.mark.parametrize("bad,match", [
+    (lambda s: s.float(), "group_scales must have dtype torch.bfloat16 or torch.float16 .the output's."),
+    (lambda s: s[:1], r"group_scales must have shape \(2, 128\)"),
+])
+def test_rejects_bad_scales(bad, match):
+    a, b, s, g = cpu_problem()
+    with pytest.raises((TypeError, ValueError), match=match):
+        quantgemm.mm(a, b, bad(s), g)
+
+
+def test_rejects_an_out_of_another_dtype_and_group_zeros():
+    a, b, s, g = cpu_problem()
+    with pytest.raises(TypeError, match="out must have dtype torch.bfloat16"):
+        quantgemm.mm(a, b, s, g, out=torch.empty(4, 128, dtype=torch.float16))
+    with pytest.raises(ValueError, match="group_zeros must be None for a u4b8 weight"):
+        quantgemm.mm(a, b, s, g, group_zeros=s)
+
+
+def test_explain_names_the_w4a8_family():
+    e = quantgemm.explain(16, 4096, 4096, 128, layout=E4M3)
+    assert "sm90_e4m3" in str(e)
+    if not e.refused:  # (a build with the W4A8 kernels)
+        assert e.schedule.startswith("u4b8_e4m3_bf16_")
+    bad = quantgemm.explain(16, 4096, 4096, 64, layout=E4M3)
+    assert any("multiple of 128" in r for r in bad.refused)
+
+
+# ---------------------------------------------------------------- GPU: every schedule vs the reference
+
+def gpu_problem(m, n, k, group_size, out_dtype, seed):
+    torch.manual_seed(seed)
+    w = torch.randn(n, k, device="cuda") * 0.05
+    w_q, scales = quantize_u4b8(w, group_size, scale_dtype=out_dtype)
+    x = torch.randn(m, k, device="cuda") * 2 + 0.5
+    a, ts = quantize_fp8(x)
+    return a, ts.reshape(-1).contiguous(), w_q, scales
+
+
+def check(a, ts, w_q, scales, group_size, out, cs=None):
+    ref = reference.mm_quantized(a.float(), w_q, scales, group_size, channel_scales=cs, token_scales=ts,
+                                 exact_weight=True)
+    a_max = a.float().abs().max().item() * ts.max().item()
+    w_max = 8 * scales.float().abs().max().item() * (1.0 if cs is None else cs.abs().max().item())
+    assert_gemm_close(out, ref, a.shape[1], a_max, w_max, fp8_chunk=128)
+
+
+def schedules(out_dtype=torch.bfloat16):
+    return mixed_input.supported_schedules("u4b8", out_dtype, 128, E4M3)
+
+
+@requires_hopper
+@pytest.mark.parametrize("out_dtype", [torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("m,n,k,g", [(1, 256, 512, 128), (3, 384, 1024, 256), (16, 4096, 4096, 128),
+                                     (64, 1024, 2048, -1), (130, 512, 384, 128), (5, 1000, 640, 128)])
+def test_every_schedule_matches_the_reference(m, n, k, g, out_dtype):
+    names = schedules(out_dtype)
+    if not names:
+        pytest.skip("no W4A8 kernels in this build")
+    a, ts, w_q, scales = gpu_problem(m, n, k, g, out_dtype, seed=m * 7 + n + k)
+    b = quantgemm.prepack_b(w_q, layout=E4M3)
+    for name in names:
+        out = poison_(torch.empty(m, n, dtype=out_dtype, device="cuda"))
+        quantgemm.mm(a, b, scales, g, out=out, schedule=name, token_scales=ts)
+        torch.cuda.synchronize()
+        check(a, ts, w_q, scales, g, out)
+
+
+@requires_hopper
+@pytest.mark.parametrize("m", [1, 8, 48, 200, 1024])
+def test_dispatch_matches_the_reference_on_a_real_shape(m):
+    if not schedules():
+        pytest.skip("no W4A8 kernels in this build")
+    a, ts, w_q, scales = gpu_problem(m, 6144, 4096, 128, torch.bfloat16, seed=m)
+    cs = torch.rand(6144, device="cuda") + 0.5
+    out = quantgemm.mm(a, quantgemm.prepack_b(w_q, layout=E4M3), scales, 128, token_scales=ts, channel_scales=cs)
+    assert out.dtype == torch.bfloat16 and out.shape == (m, 6144)
+    check(a, ts, w_q, scales, 128, out, cs)
+
+
+@requires_hopper
+def test_strided_activations_empty_problems_and_graphs():
+    if not schedules():
+        pytest.skip("no W4A8 kernels in this build")
+    a, ts, w_q, scales = gpu_problem(24, 512, 1024, 128, torch.bfloat16, seed=3)
+    b = quantgemm.prepack_b(w_q, layout=E4M3)
+    wide = torch.zeros(24, 1024 + 64, device="cuda").to(torch.float8_e4m3fn)
+    wide[:, :1024] = a
+    out = quantgemm.mm(wide[:, :1024], b, scales, 128, token_scales=ts)
+    check(a, ts, w_q, scales, 128, out)
+    assert quantgemm.mm(a[:0], b, scales, 128, token_scales=ts[:0]).shape == (0, 512)
+    out = torch.empty(24, 512, dtype=torch.bfloat16, device="cuda")
+    replay_in_graph(lambda: quantgemm.mm(a, b, scales, 128, out=out, token_scales=ts), out)
+    check(a, ts, w_q, scales, 128, out)
