@@ -5,6 +5,9 @@ import torch
 
 import quantgemm
 from quantgemm import reference
+from quantgemm.quantize import quantize_fp8
+
+from conftest import requires_hopper
 
 
 @pytest.mark.parametrize("group_size", [64, 128, -1])
@@ -104,3 +107,21 @@ def test_quantize_u8_zero_points():
     step = scales.float().repeat_interleave(64, dim=0).t()
     assert ((deq - w).abs() <= step * 1.01 + w.abs() * 2 ** -8).all()
     assert (deq - w).norm() / w.norm() < 0.01
+
+
+@requires_hopper
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("rows,k,ld", [(1, 8, 8), (5, 4096, 4096), (64, 8192, 8256), (0, 512, 512), (3, 120, 128)])
+def test_gpu_fp8_quantizer_matches_the_torch_expression(dtype, rows, k, ld):
+    """The fused per-token kernel gives the bits of the torch expression (run here on the CPU)."""
+    torch.manual_seed(rows + k)
+    x = (torch.randn(rows, ld, device="cuda") * 3).to(dtype)[:, :k]
+    if rows > 2:
+        x[1] = 0  # an all-zero row: scale 1e-12 / 448, codes zero
+    q, scale = quantize_fp8(x)
+    assert q.dtype == torch.float8_e4m3fn and q.shape == (rows, k) and scale.shape == (rows, 1) and q.is_cuda
+    xf = x.cpu().float()
+    want_scale = xf.abs().amax(dim=1, keepdim=True).clamp(min=1e-12) / 448.0
+    want_q = (xf / want_scale).clamp(-448.0, 448.0).to(torch.float8_e4m3fn)
+    assert torch.equal(scale.cpu(), want_scale)
+    assert torch.equal(q.cpu().view(torch.uint8), want_q.view(torch.uint8))

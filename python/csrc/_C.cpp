@@ -15,6 +15,7 @@
 
 #include "quantgemm/launch/dispatch.hpp"
 #include "quantgemm/launch/prepack_b.hpp"
+#include "quantgemm/launch/quantize_fp8.hpp"
 #include "quantgemm/launch/stream_read.hpp"
 
 namespace nb = nanobind;
@@ -234,6 +235,14 @@ void unpack_host(std::string const& layout, int bits, uintptr_t packed, int N, i
   }
 }
 
+void quantize_fp8_rows(uintptr_t x, bool x_is_fp16, int64_t ldx, int M, int K, uintptr_t q, int64_t ldq,
+                       uintptr_t scales, int device, uintptr_t stream) {
+  DeviceGuard guard(device);
+  DeviceGuard::check(quantize_fp8_per_token(ptr<void const>(x), x_is_fp16, ldx, M, K, ptr<uint8_t>(q), ldq,
+                                            ptr<float>(scales), stream_of(stream)),
+                     "quantize_fp8");
+}
+
 void stream_read_probe(uintptr_t src, int64_t bytes, uintptr_t sink, int device, uintptr_t stream) {
   DeviceGuard guard(device);
   DeviceGuard::check(stream_read(ptr<void const>(src), bytes, ptr<uint32_t>(sink), stream_of(stream)), "stream_read");
@@ -254,4 +263,5 @@ NB_MODULE(_C, m) {
   m.def("prepack_host", &prepack_host);
   m.def("unpack_host", &unpack_host);
   m.def("stream_read", &stream_read_probe);
+  m.def("quantize_fp8", &quantize_fp8_rows);
 }
