@@ -145,3 +145,11 @@ def test_strided_activations_empty_problems_and_graphs():
     out = torch.empty(24, 512, dtype=torch.bfloat16, device="cuda")
     replay_in_graph(lambda: quantgemm.mm(a, b, scales, 128, out=out, token_scales=ts), out)
     check(a, ts, w_q, scales, 128, out)
+
+
+def test_the_operator_on_the_cpu_is_the_reference_in_the_scales_dtype():
+    a, b, s, g = cpu_problem(out_dtype=torch.float16)
+    ts = torch.rand(a.shape[0]) + 0.5
+    out = torch.ops.quantgemm.mm(a, b.data, b.n, b.k, b.weight_type, s, g, token_scales=ts, layout=E4M3)
+    ref = reference.mm_quantized(a.float(), quantgemm.unpack_b(b), s, g, token_scales=ts, exact_weight=True)
+    assert out.dtype == torch.float16 and torch.equal(out, ref.to(torch.float16))

@@ -28,7 +28,7 @@ def mm(a: torch.Tensor, b_data: torch.Tensor, n: int, k: int, weight_type: str, 
        group_size: int, group_zeros: torch.Tensor | None = None, schedule: str | None = None,
        channel_scales: torch.Tensor | None = None, token_scales: torch.Tensor | None = None,
        layout: str = "sm90") -> torch.Tensor:
-    """quantgemm.mm as an operator: out [M, N] in a's dtype."""
+    """quantgemm.mm as an operator: out [M, N] in a's dtype (group_scales' dtype for W4A8)."""
     b = PrepackedWeight(b_data, n, k, weight_type, layout=layout)
     if a.is_cuda:
         return mixed_input.mm(a, b, group_scales, group_size, schedule=schedule, group_zeros=group_zeros,
@@ -37,7 +37,11 @@ def mm(a: torch.Tensor, b_data: torch.Tensor, n: int, k: int, weight_type: str, 
     codes = mixed_input.unpack_b(b)
     return reference.mm_quantized(a, codes, group_scales, group_size, group_zeros, channel_scales, token_scales,
                                   zero_point=mixed_input.ZERO_POINTS[weight_type],
-                                  exact_weight=mixed_input.EXACT_WEIGHT[layout]).to(a.dtype)
+                                  exact_weight=mixed_input.EXACT_WEIGHT[layout]).to(_out_dtype(a, group_scales, layout))
+
+
+def _out_dtype(a: torch.Tensor, group_scales: torch.Tensor, layout: str) -> torch.dtype:
+    return group_scales.dtype if layout == mixed_input.E4M3 else a.dtype
 
 
 @mm.register_fake
@@ -46,7 +50,7 @@ def _(a, b_data, n, k, weight_type, group_scales, group_size, group_zeros=None, 
     _, m, n = mixed_input.check_mm_args(a, PrepackedWeight(b_data, n, k, weight_type, layout=layout), group_scales,
                                         group_size,
                                         None, schedule, group_zeros, channel_scales, token_scales)
-    return a.new_empty((m, n))
+    return a.new_empty((m, n), dtype=_out_dtype(a, group_scales, layout))
 
 
 @torch.library.custom_op("quantgemm::prepack_b", mutates_args=())
