@@ -315,15 +315,14 @@ MIXED_INPUT_G32 = tuple(group32(f) for f in (U4B8_BF16, U4_BF16, U4B8_FP16, U4_F
 
 #: W4A8: u4b8 weights (in their own prepacked layout) x e4m3 activations with fp32 token scales, on the
 #: fp8 tensor core; group scales (a multiple of 128 or K) applied to fp32 partial sums every stage.
-#: Hand-set rules after the 16-bit kernel's (narrow tiles for decode, 128 x 128 for prefill), until tuned.
-_W4A8_RULES = (Rule(_tile(256, 8, 128), m_max=8), Rule(_tile(256, 16, 128), m_max=16),
-               Rule(_tile(256, 32, 128), m_max=32), Rule(_tile(128, 64, 128), m_max=64), Rule(_tile(128, 128, 128)))
-U4B8_E4M3_BF16 = Family(
+#: Rules from the tuner.
+U4B8_E4M3_BF16 = with_rules(Family(
     name="u4b8_e4m3_bf16", weight="u4b8", input="cutlass::float_e4m3_t",
-    space=tuple(_tile(n, m, 128) for n in (128, 256) for m in (8, 16, 32, 64, 128) if m * n // 128 <= 128),
-    rules=_W4A8_RULES, rules_source="hand-set, until tuned")
+    space=tuple(_tile(n, m, 128) for n in (128, 256) for m in (8, 16, 32, 64, 128) if m * n // 128 <= 128)),
+    RULES_DIR / "u4b8_e4m3_bf16.json")
 #: the same with fp16 group scales and output
-U4B8_E4M3_FP16 = replace(U4B8_E4M3_BF16, name="u4b8_e4m3_fp16", activation="cutlass::half_t")
+U4B8_E4M3_FP16 = replace(U4B8_E4M3_BF16, name="u4b8_e4m3_fp16", activation="cutlass::half_t",
+                         rules_source="the u4b8_e4m3_bf16 rules (the same kernel), until tuned on its own")
 
 
 def sm80(family: Family, rules: tuple[Rule, ...] = (), rules_source: str = "") -> Family:

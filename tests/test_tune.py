@@ -115,7 +115,8 @@ TUNING = Path(__file__).resolve().parent.parent / "docs" / "tuning"
                                             ("fp8fast_bf16", "fp8fast_bf16-h200.csv"),
                                             ("fp8block_bf16", "fp8block_bf16-h200.csv"),
                                             ("u8b128_bf16", "u8b128_bf16-h200.csv"),
-                                            ("sm80_u4b8_bf16", "sm80_u4b8_bf16-h200.csv")])
+                                            ("sm80_u4b8_bf16", "sm80_u4b8_bf16-h200.csv"),
+                                            ("u4b8_e4m3_bf16", "u4b8_e4m3_bf16-h200.csv")])
 def test_the_committed_rules_come_from_the_committed_timings(family, pattern):
     timings = tune.read_csv(sorted(str(p) for p in TUNING.glob(pattern)))
     rules = tune.synthesize(timings)

@@ -182,10 +182,11 @@ def measure(models: list[str], ms: list[int], group_size: int, writer=None, fami
     from . import block_scaled, mixed_input, scaled
     from .bench import copies_for, quantized_copies, scaled_copies
     from .models import MODELS, unsupported_reason
-    from .quantize import quantize_fp8_blocks, quantize_fp8_groups
+    from .quantize import quantize_fp8, quantize_fp8_blocks, quantize_fp8_groups
 
     l2 = getattr(torch.cuda.get_device_properties(0), "L2_cache_size", 60 << 20)
-    layout = "sm80" if family.startswith("sm80_") else "sm90"
+    e4m3 = "_e4m3_" in family  # W4A8: e4m3 activations, the output in the family's dtype
+    layout = "sm80" if family.startswith("sm80_") else (mixed_input.E4M3 if e4m3 else "sm90")
     kind = family.removeprefix("sm80_").split("_")[0]
     w8a8 = kind in ("fp8fast", "fp8", "int8")
     # per kind: the weight copies to rotate through, and per activation the call on one copy
@@ -220,7 +221,12 @@ def measure(models: list[str], ms: list[int], group_size: int, writer=None, fami
             return quantized_copies(w.to(dtype), group_size, l2, weight_type, layout)[4]
 
         def caller(x, out):
-            x, out = x.to(dtype), out.to(dtype)
+            out = out.to(dtype)
+            if e4m3:
+                a, ts = quantize_fp8(x)
+                ts = ts.reshape(-1)
+                return lambda c, s: mixed_input.mm(a, c[0], c[1], group_size, out=out, schedule=s, token_scales=ts)
+            x = x.to(dtype)
             return lambda c, s: mixed_input.mm(x, c[0], c[1], group_size, out=out, schedule=s, group_zeros=c[2])
     timings: Timings = defaultdict(dict)
     seen = set()

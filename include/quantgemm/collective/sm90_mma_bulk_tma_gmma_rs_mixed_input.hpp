@@ -41,6 +41,20 @@ struct PipelineState {
   }
 };
 
+/// Runs stage(Int<0>{}), stage(Int<1>{}), stage(Int<0>{}), ... k_iters times: consecutive stages
+/// alternate between two A-register buffers (the wgmmas of one read a buffer while the next is filled).
+template <class Stage>
+CUTE_DEVICE void alternate_buffers(int k_iters, Stage&& stage) {
+  int it = 0;
+  for (; it + 1 < k_iters; it += 2) {
+    stage(cute::Int<0>{});
+    stage(cute::Int<1>{});
+  }
+  if (it < k_iters) {  // an if, not a loop: buffer 0 must never directly follow buffer 0
+    stage(cute::Int<0>{});
+  }
+}
+
 template <class Weight, class ElementA_, int TileN_, int TileM_, int TileK_, int Stages_, int ScaleRows_ = 1>
 struct Sm90MmaBulkTmaGmmaRsMixedInput {
   using ElementA = ElementA_;  // activations, scales, zero points and output
@@ -118,7 +132,9 @@ struct Sm90MmaBulkTmaGmmaRsMixedInput {
   // all of a stage's copies and their address arithmetic could not keep the stages full.
   static constexpr int kProducers = kBlocksN + 1;
 
-  CUTE_DEVICE static void init_barriers(SharedStorage& s) {
+  /// (Storage: this mainloop's SharedStorage, or one with the same barriers: the W4A8 mainloop's)
+  template <class Storage>
+  CUTE_DEVICE static void init_barriers(Storage& s) {
     for (int i = 0; i < Stages; ++i) {
       cutlass::arch::ClusterTransactionBarrier::init(&s.full[i], kProducers);
       cutlass::arch::ClusterBarrier::init(&s.empty[i], kConsumerWarps);
@@ -341,14 +357,7 @@ struct Sm90MmaBulkTmaGmmaRsMixedInput {
     };
 
     static_assert(kABuffers == 2);
-    int it = 0;
-    for (; it + 1 < k_iters; it += 2) {
-      stage(Int<0>{});
-      stage(Int<1>{});
-    }
-    if (it < k_iters) {  // an if, not a loop: buffer 0 must never directly follow buffer 0
-      stage(Int<0>{});
-    }
+    alternate_buffers(k_iters, stage);
     warpgroup_wait<0>();
     for (; pending > 0; --pending) {
       release(s, pipe.index >= pending ? pipe.index - pending : pipe.index + Stages - pending, ct);
@@ -364,7 +373,8 @@ struct Sm90MmaBulkTmaGmmaRsMixedInput {
     }
   }
 
-  CUTE_DEVICE static void release(SharedStorage& s, int stage, int ct) {
+  template <class Storage>
+  CUTE_DEVICE static void release(Storage& s, int stage, int ct) {
     if (ct % 32 == 0) {
       cutlass::arch::ClusterBarrier::arrive(&s.empty[stage]);
     }

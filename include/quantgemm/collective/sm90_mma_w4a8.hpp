@@ -50,7 +50,6 @@ struct Sm90MmaW4A8 {
   static constexpr int kBlocksN = TileN / BLayout::kBlockN;
   static_assert(kBlocksN * BLayout::kBlockN == TileN && (kBlocksN == 1 || kBlocksN == 2));
   static constexpr int kConsumerThreads = BLayout::kThreads;
-  static constexpr int kConsumerWarps = kConsumerThreads / 32;
 
   /// The weight producers: the 16-bit mainloop's, whose blocks, scale rows and barriers are the same.
   using WeightStream = Sm90MmaBulkTmaGmmaRsMixedInput<Weight, ElementOut, TileN, TileM, TileK, Stages, 1>;
@@ -88,15 +87,9 @@ struct Sm90MmaW4A8 {
   using Accumulator = decltype(cute::partition_fragment_C(
       TiledMma{}, cute::Shape<cute::Int<TileN>, cute::Int<TileM>>{}));  // (MMA, kBlocksN, 1)
 
-  static constexpr int kProducers = kBlocksN + 1;
+  static constexpr int kProducers = WeightStream::kProducers;
 
-  CUTE_DEVICE static void init_barriers(SharedStorage& s) {
-    for (int i = 0; i < Stages; ++i) {
-      cutlass::arch::ClusterTransactionBarrier::init(&s.full[i], kProducers);
-      cutlass::arch::ClusterBarrier::init(&s.empty[i], kConsumerWarps);
-    }
-    cutlass::arch::fence_barrier_init();
-  }
+  CUTE_DEVICE static void init_barriers(SharedStorage& s) { WeightStream::init_barriers(s); }
 
   CUTE_DEVICE static LoadCursor cursor(Params const& p, int n_tile, int blk, int kb) {
     return WeightStream::cursor(p, n_tile, blk, kb);
@@ -122,11 +115,7 @@ struct Sm90MmaW4A8 {
   static constexpr int kColumns = TileM * kBlocksN;
   static constexpr int kSets = kColumns <= 16 ? 4 : (kColumns <= 32 ? 2 : 1);
 
-  CUTE_DEVICE static void release(SharedStorage& s, int stage, int ct) {
-    if (ct % 32 == 0) {
-      cutlass::arch::ClusterBarrier::arrive(&s.empty[stage]);
-    }
-  }
+  CUTE_DEVICE static void release(SharedStorage& s, int stage, int ct) { WeightStream::release(s, stage, ct); }
 
   /// Consumers (two warpgroups, thread ct in 0..255): accum = the sum over the next k_iters stages.
   CUTE_DEVICE static void mma(SharedStorage& s, Pipeline& pipe, int k_iters, Accumulator& accum, int ct) {
@@ -237,14 +226,7 @@ struct Sm90MmaW4A8 {
       pipe.advance();
     };
 
-    int it = 0;
-    for (; it + 1 < k_iters; it += 2) {
-      stage(Int<0>{});
-      stage(Int<1>{});
-    }
-    if (it < k_iters) {  // an if, not a loop: buffer 0 must never directly follow buffer 0
-      stage(Int<0>{});
-    }
+    alternate_buffers(k_iters, stage);
     warpgroup_wait<0>();
     if (held) {
       release(s, pipe.index >= 1 ? pipe.index - 1 : pipe.index + Stages - 1, ct);
