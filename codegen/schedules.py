@@ -320,9 +320,12 @@ U4B8_E4M3_BF16 = with_rules(Family(
     name="u4b8_e4m3_bf16", weight="u4b8", input="cutlass::float_e4m3_t",
     space=tuple(_tile(n, m, 128) for n in (128, 256) for m in (8, 16, 32, 64, 128) if m * n // 128 <= 128)),
     RULES_DIR / "u4b8_e4m3_bf16.json")
-#: the same with fp16 group scales and output
+#: the same with fp16 group scales and output: four of the bf16 family's tuned tiles (decode, M up to 32
+#: and 64, prefill), to keep the default build short, until tuned on its own
 U4B8_E4M3_FP16 = replace(U4B8_E4M3_BF16, name="u4b8_e4m3_fp16", activation="cutlass::half_t",
-                         rules_source="the u4b8_e4m3_bf16 rules (the same kernel), until tuned on its own")
+                         rules=(Rule(_tile(256, 8, 128), m_max=8), Rule(_tile(256, 32, 128), m_max=32),
+                                Rule(_tile(128, 64, 128), m_max=64), Rule(_tile(128, 128, 128))),
+                         rules_source="hand-set from the u4b8_e4m3_bf16 rules, until tuned on its own")
 
 
 def sm80(family: Family, rules: tuple[Rule, ...] = (), rules_source: str = "") -> Family:
