@@ -13,10 +13,10 @@
     q - 8 is a small integer) and issues the stage's four k32 wgmmas into a fresh set of fp32
     partial sums; the group scale (one row per stage: groups are multiples of 128 or all of K) is
     applied when that partial is added into the accumulators, in fp32. This is also where the
-    tensor core's fp8 accumulation is promoted into full fp32: every 128 of k. Narrow tiles keep two
-    partial sets (the stage before the last stays in flight while the last is added) and spread a
-    stage's k32 steps over up to four of them (a chain of short wgmmas runs at their latency); the
-    128-token tile keeps one and waits for its wgmmas before adding them.
+    tensor core's fp8 accumulation is promoted into full fp32: every 128 of k. A stage's codes are
+    converted while the previous stage's wgmmas run; those are then waited for and added (narrow
+    tiles spread a stage's k32 steps over up to four sets of partial sums: a chain of short wgmmas
+    on one set runs at their latency).
 */
 #pragma once
 
@@ -126,7 +126,8 @@ struct Sm90MmaW4A8 {
     Tensor tCrB = wg_slice.make_fragment_B(wg_slice.partition_B(sAct));        // (MMA,1,kKSteps,PIPE)
     using FragmentA = decltype(make_tensor<ElementA>(partition_shape_A(tiled_mma, Shape<Int<TileN>, Int<TileK>>{})));
     FragmentA tCrA[2];                                                           // (MMA,kBlocksN,kKSteps) each
-    static_assert(decltype(size<1>(FragmentA{}))::value == kBlocksN && decltype(size<2>(FragmentA{}))::value == kKSteps);
+    static_assert(decltype(size<1>(FragmentA{}))::value == kBlocksN &&
+                  decltype(size<2>(FragmentA{}))::value == kKSteps);
     Accumulator partial[kSets];
     float scale[kBlocksN][2];  // the group scales of the stage in the partial sums, rows g and g + 8
     clear(accum);
