@@ -25,7 +25,7 @@ def cpu_problem(m=4, n=128, k=256, g=128, out_dtype=torch.bfloat16):
 
 def test_rejects_16_bit_activations_for_the_e4m3_layout():
     a, b, s, g = cpu_problem()
-    with pytest.raises(TypeError, match="a must have dtype torch.float8_e4m3fn for a weight prepacked in the sm90_e4m3"):
+    with pytest.raises(TypeError, match="a must have dtype torch.float8_e4m3fn for a weight prepacked in the sm90_e4"):
         quantgemm.mm(a.to(torch.bfloat16), b, s, g)
 
 

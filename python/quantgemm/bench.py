@@ -373,7 +373,8 @@ def format_row(r: Row) -> str:
             f"{r.speedup:>7.2f} {r.floor_us:>8.1f} {r.over_floor:>7.2f}  {r.schedule}")
 
 
-PEERS = {"w4a16": "torch bf16", "w4a8": "torch bf16", "fp8": "torch._scaled_mm", "fp8fast": "torch._scaled_mm fast", "int8": "torch._int_mm",
+PEERS = {"w4a16": "torch bf16", "w4a8": "torch bf16", "fp8": "torch._scaled_mm", "fp8fast": "torch._scaled_mm fast",
+         "int8": "torch._int_mm",
          "fp8block": "torch._scaled_mm"}
 
 

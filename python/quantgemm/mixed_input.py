@@ -351,9 +351,9 @@ def check_mm_args(a: torch.Tensor, b: PrepackedWeight, group_scales: torch.Tenso
         raise TypeError(f"a must have dtype torch.float8_e4m3fn for a weight prepacked in the {E4M3} layout "
                         f"(W4A8), got {a.dtype}")
     if not e4m3 and a.dtype not in DTYPES:
-        raise TypeError(f"a must have dtype torch.bfloat16 or torch.float16"
-                        f"{' (or torch.float8_e4m3fn with a weight prepacked in the sm90_e4m3 layout)' if a.dtype == torch.float8_e4m3fn else ''}"
-                        f", got {a.dtype}")
+        hint = (f" (or torch.float8_e4m3fn with a weight prepacked in the {E4M3} layout)"
+                if a.dtype == torch.float8_e4m3fn else "")
+        raise TypeError(f"a must have dtype torch.bfloat16 or torch.float16{hint}, got {a.dtype}")
     m, k = a.shape
     n = b.n
     if k != b.k:

@@ -51,7 +51,8 @@ LaunchResult launch_sm90_mixed_input_mm(MixedInputMmArgs const& x) {
   bool const group_ok = ScaleRows == 2 ? x.group_size == 32 && x.K != 32
                         : x.group_size == x.K || x.group_size % (kE4m3 ? 128 : 64) == 0;
   bool const rows_ok = !kE4m3 || (x.K % 16 == 0 && x.lda % 16 == 0);  // 16-byte rows of e4m3 for the TMA
-  if (!mixed_input_mm_args_valid(x) || !group_ok || !rows_ok || (Weight::kGroupZeros && x.M > 0 && x.group_zeros == nullptr)) {
+  if (!mixed_input_mm_args_valid(x) || !group_ok || !rows_ok ||
+      (Weight::kGroupZeros && x.M > 0 && x.group_zeros == nullptr)) {
     result.status = Status::kInvalidArgument;
     return result;
   }
