@@ -21,18 +21,40 @@ __device__ void widen(uint4 v, float (&f)[8]) {
   }
 }
 
-template <class T>
+/// V > 0: each thread keeps its (at most V) 16-byte vectors of the row in registers between the two
+/// passes; V = 0: the second pass reads the row again.
+template <class T, int V>
 __global__ void __launch_bounds__(kThreads) quantize_fp8_kernel(T const* x, int64_t ldx, int K, uint8_t* q, int64_t ldq,
                                                                 float* scales) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  // a GEMM launched after this kernel with programmatic dependent launch may start streaming its
+  // weight now; it waits for this kernel to complete before it reads the quantized activation
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
   uint4 const* row = reinterpret_cast<uint4 const*>(x + int64_t(blockIdx.x) * ldx);
   int const vectors = K / 8;
+  uint4 held[V > 0 ? V : 1];
   float amax = 0.f;
-  for (int i = threadIdx.x; i < vectors; i += kThreads) {
+  auto absmax = [&](uint4 v) {
     float f[8];
-    widen<T>(row[i], f);
+    widen<T>(v, f);
 #pragma unroll
     for (int j = 0; j < 8; ++j) {
       amax = fmaxf(amax, fabsf(f[j]));
+    }
+  };
+  if constexpr (V > 0) {
+#pragma unroll
+    for (int u = 0; u < V; ++u) {
+      int const i = threadIdx.x + u * kThreads;
+      if (i < vectors) {
+        held[u] = row[i];
+        absmax(held[u]);
+      }
+    }
+  } else {
+    for (int i = threadIdx.x; i < vectors; i += kThreads) {
+      absmax(row[i]);
     }
   }
   __shared__ float warp_max[kThreads / 32];
@@ -54,16 +76,40 @@ __global__ void __launch_bounds__(kThreads) quantize_fp8_kernel(T const* x, int6
     scales[blockIdx.x] = scale;
   }
   uint2* out = reinterpret_cast<uint2*>(q + int64_t(blockIdx.x) * ldq);
-  for (int i = threadIdx.x; i < vectors; i += kThreads) {
+  auto store = [&](int i, uint4 v) {
     float f[8];
-    widen<T>(row[i], f);
+    widen<T>(v, f);
     uint8_t b[8];
 #pragma unroll
     for (int j = 0; j < 8; ++j) {
       b[j] = __nv_cvt_float_to_fp8(__fdiv_rn(f[j], scale), __NV_SATFINITE, __NV_E4M3);
     }
     out[i] = *reinterpret_cast<uint2 const*>(b);
+  };
+  if constexpr (V > 0) {
+#pragma unroll
+    for (int u = 0; u < V; ++u) {
+      int const i = threadIdx.x + u * kThreads;
+      if (i < vectors) {
+        store(i, held[u]);
+      }
+    }
+  } else {
+    for (int i = threadIdx.x; i < vectors; i += kThreads) {
+      store(i, row[i]);
+    }
   }
+}
+
+template <class T>
+void launch(T const* x, int64_t ldx, int M, int K, uint8_t* q, int64_t ldq, float* scales, cudaStream_t stream) {
+  int const per_thread = (K / 8 + kThreads - 1) / kThreads;
+  auto* kernel = per_thread <= 1   ? &quantize_fp8_kernel<T, 1>
+                 : per_thread <= 2 ? &quantize_fp8_kernel<T, 2>
+                 : per_thread <= 4 ? &quantize_fp8_kernel<T, 4>
+                 : per_thread <= 8 ? &quantize_fp8_kernel<T, 8>
+                                   : &quantize_fp8_kernel<T, 0>;
+  kernel<<<M, kThreads, 0, stream>>>(x, ldx, K, q, ldq, scales);
 }
 
 }  // namespace
@@ -77,10 +123,9 @@ cudaError_t quantize_fp8_per_token(void const* x, bool x_is_fp16, int64_t ldx, i
     return cudaSuccess;
   }
   if (x_is_fp16) {
-    quantize_fp8_kernel<__half><<<M, kThreads, 0, stream>>>(static_cast<__half const*>(x), ldx, K, q, ldq, scales);
+    launch(static_cast<__half const*>(x), ldx, M, K, q, ldq, scales, stream);
   } else {
-    quantize_fp8_kernel<__nv_bfloat16>
-        <<<M, kThreads, 0, stream>>>(static_cast<__nv_bfloat16 const*>(x), ldx, K, q, ldq, scales);
+    launch(static_cast<__nv_bfloat16 const*>(x), ldx, M, K, q, ldq, scales, stream);
   }
   return cudaGetLastError();
 }

@@ -4,7 +4,10 @@
              scale[m] = max(max_k |x[m, k]|, 1e-12) / 448,   q[m, k] = e4m3(x[m, k] / scale[m])
 
     (round to nearest even, saturating at +-448: the same bits as quantgemm.quantize_fp8's torch
-    expression). One block a row; the row is read twice (the second time from the L1/L2).
+    expression). One block a row, held in registers between the max and the conversion (rows up to
+    16384 values; longer ones are read twice). The kernel lets a GEMM launched after it with
+    programmatic dependent launch (quantgemm's mixed-input kernels) start streaming its weight
+    while it runs.
 */
 #pragma once
 
