@@ -128,9 +128,10 @@ def _check_group(k: int, group_size: int, layout: str = "sm90") -> int:
     return groups
 
 
-def _two_scale_rows(k: int, group_size: int) -> bool:
-    """Whether the problem takes the kernels for groups of 32 (two scale rows a 64-deep block)."""
-    return group_size == GROUP_32 and k != GROUP_32
+def _two_scale_rows(k: int, group_size: int, layout: str = "sm90") -> bool:
+    """Whether the problem takes the kernels for groups of 32 (two scale rows a 64-deep block; the
+    e4m3 layout has none)."""
+    return group_size == GROUP_32 and k != GROUP_32 and layout != E4M3
 
 
 def check_prepack_args(w_q: torch.Tensor, weight_type: str, perm: torch.Tensor | None = None,
@@ -234,8 +235,7 @@ def supported_schedules(weight_type: str = "u4b8", dtype: torch.dtype = torch.bf
 def select_schedule(m: int, n: int, k: int, weight_type: str = "u4b8", dtype: torch.dtype = torch.bfloat16,
                     group_size: int = 128, layout: str = "sm90") -> str:
     """The schedule the heuristic picks for an M x N x K problem."""
-    return native().select(_family(weight_type, dtype, _two_scale_rows(k, group_size) and layout != E4M3, layout),
-                           m, n, k)
+    return native().select(_family(weight_type, dtype, _two_scale_rows(k, group_size, layout), layout), m, n, k)
 
 
 @dataclass
@@ -284,7 +284,7 @@ def explain(m: int, n: int, k: int, group_size: int = 128, schedule: str | None 
             check()
         except ValueError as e:
             refused.append(str(e))
-    family = _family(weight_type, dtype, _two_scale_rows(k, group_size) and layout != E4M3, layout)
+    family = _family(weight_type, dtype, _two_scale_rows(k, group_size, layout), layout)
     compiled = list(compiled_schedules(family))
     if not compiled:
         refused.append(_not_built(family))
@@ -375,7 +375,7 @@ def check_mm_args(a: torch.Tensor, b: PrepackedWeight, group_scales: torch.Tenso
     if out is not None:
         _checks.tensor("out", out, dtype=out_dtype, ndim=2)
         _checks.shape("out", out, (m, n))
-    family = _family(b.weight_type, out_dtype, _two_scale_rows(k, group_size) and not e4m3, b.layout)
+    family = _family(b.weight_type, out_dtype, _two_scale_rows(k, group_size, b.layout), b.layout)
     if ZERO_POINTS[b.weight_type] is None:
         if group_zeros is None:
             raise ValueError(f"group_zeros must be given for a {b.weight_type} weight (zero points per group and column)")
