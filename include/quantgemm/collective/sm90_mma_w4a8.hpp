@@ -87,7 +87,6 @@ struct Sm90MmaW4A8 {
   using Accumulator = decltype(cute::partition_fragment_C(
       TiledMma{}, cute::Shape<cute::Int<TileN>, cute::Int<TileM>>{}));  // (MMA, kBlocksN, 1)
 
-  static constexpr int kProducers = WeightStream::kProducers;
 
   CUTE_DEVICE static void init_barriers(SharedStorage& s) { WeightStream::init_barriers(s); }
 
