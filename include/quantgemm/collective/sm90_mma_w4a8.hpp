@@ -87,7 +87,6 @@ struct Sm90MmaW4A8 {
   using Accumulator = decltype(cute::partition_fragment_C(
       TiledMma{}, cute::Shape<cute::Int<TileN>, cute::Int<TileM>>{}));  // (MMA, kBlocksN, 1)
 
-
   CUTE_DEVICE static void init_barriers(SharedStorage& s) { WeightStream::init_barriers(s); }
 
   CUTE_DEVICE static LoadCursor cursor(Params const& p, int n_tile, int blk, int kb) {
