@@ -1,15 +1,17 @@
 /*! \file
     \brief sm90 mixed-input mainloop: bulk copies of the prepacked weight and its group scales, a
            TMA tensor load of the activation, the weight upconverted in registers and fed to wgmma
-           as its register-sourced operand (the transposed problem out^T = W a^T):
+           as its register-sourced operand (tiles of 8 tokens: to mma.sync) (the transposed problem
+           out^T = W a^T):
 
              acc[n, m] = sum_k bf16((q[n, k] - zero) * s[k / group, n]) * a[m, k]      (fp32)
 
     A CTA tile is TileN weight rows (one or two prepacked 128-row blocks; two consumer warpgroups of
     64 rows per block) x TileM activation rows. One stage holds, for TileK (64 or 128) of k, the
     tile's prepacked blocks with the group-scale row of each 64 of k (ScaleRows 2, groups of 32: two
-    rows, one for each half of the block's k16 steps), and a TileM x TileK activation tile
-    (128B-swizzled, K-major: the wgmma B operand, shared by every block of the stage).
+    rows, one for each half of the block's k16 steps; one row for both k-blocks of a 128-deep stage
+    inside one group), and a TileM x TileK activation tile (128B-swizzled, K-major: the wgmma B
+    operand, shared by every block of the stage).
 */
 #pragma once
 
@@ -22,6 +24,7 @@
 #include "cutlass/arch/barrier.h"
 #include "cutlass/numeric_types.h"
 
+#include "quantgemm/arch/mma_sync.hpp"
 #include "quantgemm/layout/prepacked_b.hpp"
 #include "quantgemm/numeric/u4.hpp"
 #include "quantgemm/numeric/u8.hpp"
@@ -107,12 +110,17 @@ struct Sm90MmaBulkTmaGmmaRsMixedInput {
 
   struct SharedStorage {
     cute::array_aligned<ElementA, cute::cosize_v<SmemLayoutAct>, 1024> act;
-    cute::array_aligned<uint8_t, Stages * kKBlocks * kBlocksN * BLayout::kBlockBytes, 128> b;  // [stage][kb][blk]
+    cute::array_aligned<uint8_t, Stages * kKBlocks * kBlocksN * BLayout::kBlockBytes, 128> b;  // [stage][blk][kb]
     cute::array_aligned<ElementA, Stages * kKBlocks * ScaleRows * TileN, 128> scales;  // [stage][kb][row][n]
     cute::array_aligned<ElementA, kGroupZeros ? Stages * kKBlocks * ScaleRows * TileN : 8, 128> zeros;  // likewise
     uint64_t full[Stages];
     uint64_t empty[Stages];
   };
+
+  /// Where block row blk's k-block kb of a stage lies in SharedStorage::b (bytes).
+  CUTE_HOST_DEVICE static constexpr int block_at(int stage, int kb, int blk) {
+    return ((stage * kBlocksN + blk) * kKBlocks + kb) * BLayout::kBlockBytes;
+  }
 
   struct Params {
     uint8_t const* b;          ///< prepacked weight, zero-padded to k_blocks x 64 columns and whole blocks of rows
@@ -140,6 +148,12 @@ struct Sm90MmaBulkTmaGmmaRsMixedInput {
       cutlass::arch::ClusterBarrier::init(&s.empty[i], kConsumerWarps);
     }
     cutlass::arch::fence_barrier_init();
+  }
+
+  /// Whether both k-blocks of every 128-deep stage lie in one group (groups a multiple of 128, or
+  /// one group): the stage then holds one scale (and zero-point) row per block row, its first slot's.
+  CUTE_HOST_DEVICE static bool one_scale_row(Params const& p) {
+    return kKBlocks == 2 && ScaleRows == 1 && (p.groups == 1 || p.group_k_blocks % 2 == 0);
   }
 
   /// A weight producer's position in the weight and scale streams of one block row of a tile.
@@ -179,15 +193,26 @@ struct Sm90MmaBulkTmaGmmaRsMixedInput {
   CUTE_DEVICE static void load(Params const& p, Storage& s, Pipeline& pipe, LoadCursor& c, int blk) {
     int const i = pipe.index;
     cutlass::arch::ClusterBarrier::wait(&s.empty[i], pipe.phase ^ 1u);
+    int const rows = one_scale_row(p) ? 1 : kKBlocks;  // scale (and zero-point) rows copied per block row
     uint32_t const bytes =
-        c.scale_bytes ? kKBlocks * (BLayout::kBlockBytes + (kGroupZeros ? 2 : 1) * ScaleRows * c.scale_bytes) : 0;
+        c.scale_bytes ? kKBlocks * BLayout::kBlockBytes + rows * (kGroupZeros ? 2 : 1) * ScaleRows * c.scale_bytes : 0;
     cutlass::arch::ClusterTransactionBarrier::arrive_and_expect_tx(&s.full[i], bytes);
+    if (c.scale_bytes) {
+      // the stage's k-blocks of the row are contiguous in both memories: one copy, but for a
+      // repeated last block
+      if (kKBlocks == 1 || c.kb + 1 < p.k_blocks) {
+        cute::SM90_BULK_COPY_G2S::copy(c.b, &s.full[i], s.b.data() + block_at(i, 0, blk), kKBlocks * BLayout::kBlockBytes);
+      } else {
+        CUTE_UNROLL
+        for (int kb = 0; kb < kKBlocks; ++kb) {
+          cute::SM90_BULK_COPY_G2S::copy(c.b, &s.full[i], s.b.data() + block_at(i, kb, blk), BLayout::kBlockBytes);
+        }
+      }
+    }
     CUTE_UNROLL
     for (int kb = 0; kb < kKBlocks; ++kb) {
       int const slot = i * kKBlocks + kb;
-      if (c.scale_bytes) {
-        cute::SM90_BULK_COPY_G2S::copy(c.b, &s.full[i], s.b.data() + (slot * kBlocksN + blk) * BLayout::kBlockBytes,
-                                       BLayout::kBlockBytes);
+      if (c.scale_bytes && kb < rows) {
         CUTE_UNROLL
         for (int h = 0; h < ScaleRows; ++h) {
           // (of a K that ends half-way through its last block, that block's second row repeats its first:
@@ -245,7 +270,124 @@ struct Sm90MmaBulkTmaGmmaRsMixedInput {
       kKBlocks == 1 ? kAccumulatorsPerKBlock : (kAccumulatorsPerKBlock >= 4 ? kAccumulatorsPerKBlock / 4 : 1);
 
   /// Consumers (two warpgroups, thread ct in 0..255): accum = the sum over the next k_iters stages.
-  CUTE_DEVICE static void mma(SharedStorage& s, Pipeline& pipe, int k_iters, Accumulator& accum, int ct) {
+  CUTE_DEVICE static void mma(Params const& p, SharedStorage& s, Pipeline& pipe, int k_iters, Accumulator& accum,
+                              int ct) {
+    // the scale rows of a stage's k-block kb are those of its k-block kb & scale_kb
+    int const scale_kb = one_scale_row(p) ? 0 : kKBlocks - 1;
+    if constexpr (kSyncMma) {
+      mma_sync(s, pipe, k_iters, accum, ct, scale_kb);
+    } else {
+      mma_wgmma(s, pipe, k_iters, accum, ct, scale_kb);
+    }
+  }
+
+  // NOTE: tiles of 8 tokens (decode) run mma.sync m16n8k16 instead of wgmma. A warp's 16 rows of
+  // the wgmma A fragments are the m16n8k16 A fragment, register for register (the same prepacked
+  // layout), and its accumulators are laid out alike (the same epilogue); the activation's B
+  // fragments come from the swizzled TMA tile by ldmatrix. Measured on the H200: a wgmma m64n8k16
+  // occupies the SM's tensor pipe for 13 cycles (as long as an m64n16k16) where the four mma.sync
+  // that do the same work take 6, and a warp converts and multiplies each k16 step in its own
+  // time, with no warpgroup batch to wait for and no second A-register buffer.
+  static constexpr bool kSyncMma = TileM == 8;
+  static constexpr int kSyncSets = 2;  // accumulators per block row, for alternate k16 steps
+
+  CUTE_DEVICE static void mma_sync(SharedStorage& s, Pipeline& pipe, int k_iters, Accumulator& accum, int ct,
+                                   int scale_kb) {
+    float acc[kSyncSets][kBlocksN][4];
+    CUTE_UNROLL
+    for (int a = 0; a < kSyncSets; ++a) {
+      CUTE_UNROLL
+      for (int blk = 0; blk < kBlocksN; ++blk) {
+        CUTE_UNROLL
+        for (int r = 0; r < 4; ++r) {
+          acc[a][blk][r] = 0.f;
+        }
+      }
+    }
+    int const lane = ct % 32;
+    int const row = (ct / 32) * 16 + lane / 4;  // the A fragment rows g and g + 8 of the warp's 16
+    uint16_t const* scales = reinterpret_cast<uint16_t const*>(s.scales.data());
+    uint16_t const* zeros = reinterpret_cast<uint16_t const*>(s.zeros.data());
+    // ldmatrix.x4 of two k16 steps: lane l addresses token l % 8 in matrix l / 8 (a 16-byte chunk
+    // of 8 k); a k-block of 8 tokens is one 128B swizzle atom, its row r's chunk c stored at c ^ r
+    uint32_t const act = smem_address(s.act.data()) + (lane % 8) * 128;
+    int const chunk = lane / 8;
+    int const swizzle = lane % 8;
+    static_assert(TileM * BLayout::kBlockK * sizeof(ElementA) == 1024);
+    for (int it = 0; it < k_iters; ++it) {
+      int const i = pipe.index;
+      cutlass::arch::ClusterTransactionBarrier::wait(&s.full[i], pipe.phase);
+      CUTE_UNROLL
+      for (int kb = 0; kb < kKBlocks; ++kb) {
+        int const slot = i * kKBlocks + kb;
+        uint32_t b[2][4];  // k16 steps 2p and 2p + 1: b[p][0..1] and b[p][2..3]
+        CUTE_UNROLL
+        for (int p = 0; p < 2; ++p) {
+          ldmatrix_x4(b[p], act + slot * 1024 + (((4 * p + chunk) ^ swizzle) << 4));
+        }
+        CUTE_UNROLL
+        for (int blk = 0; blk < kBlocksN; ++blk) {
+          uint32_t words[4 * kLoads];
+          CUTE_UNROLL
+          for (int l = 0; l < kLoads; ++l) {
+            uint4 const w = *reinterpret_cast<uint4 const*>(
+                s.b.data() + block_at(i, kb, blk) + BLayout::load_offset(ct, l));
+            words[4 * l] = w.x;
+            words[4 * l + 1] = w.y;
+            words[4 * l + 2] = w.z;
+            words[4 * l + 3] = w.w;
+          }
+          typename Convert::Pair scale[ScaleRows][4];
+          typename Convert::Offset offset[ScaleRows][4];
+          CUTE_UNROLL
+          for (int h = 0; h < ScaleRows; ++h) {
+            int const at = ((i * kKBlocks + (kb & scale_kb)) * ScaleRows + h) * TileN + blk * BLayout::kBlockN + row;
+            scale[h][0] = scale[h][2] = Convert::splat(scales[at]);
+            scale[h][1] = scale[h][3] = Convert::splat(scales[at + 8]);
+            if constexpr (kGroupZeros) {
+              offset[h][0] = offset[h][2] = Convert::offset_of(zeros[at]);
+              offset[h][1] = offset[h][3] = Convert::offset_of(zeros[at + 8]);
+            } else {
+              CUTE_UNROLL
+              for (int r = 0; r < 4; ++r) {
+                offset[h][r] = Convert::fixed_offset();
+              }
+            }
+          }
+          CUTE_UNROLL
+          for (int j = 0; j < BLayout::kKSteps; ++j) {
+            uint32_t a[4];
+            int const g = j * ScaleRows / BLayout::kKSteps;  // the scale row of this k16 step
+            if constexpr (Weight::kBits == 4) {
+              Convert::convert(words[j], offset[g], scale[g], a);
+            } else {
+              Convert::convert(words[2 * j], words[2 * j + 1], offset[g], scale[g], a);
+            }
+            uint32_t const bj[2] = {b[j / 2][2 * (j % 2)], b[j / 2][2 * (j % 2) + 1]};
+            mma_16816<ElementA>(acc[j % kSyncSets][blk], a, bj);
+          }
+        }
+      }
+      __syncwarp();
+      release(s, i, ct);
+      pipe.advance();
+    }
+    CUTE_UNROLL
+    for (int blk = 0; blk < kBlocksN; ++blk) {
+      CUTE_UNROLL
+      for (int r = 0; r < 4; ++r) {
+        float sum = acc[0][blk][r];
+        CUTE_UNROLL
+        for (int a = 1; a < kSyncSets; ++a) {
+          sum += acc[a][blk][r];
+        }
+        accum(r + 4 * blk) = sum;
+      }
+    }
+  }
+
+  CUTE_DEVICE static void mma_wgmma(SharedStorage& s, Pipeline& pipe, int k_iters, Accumulator& accum, int ct,
+                                    int scale_kb) {
     using namespace cute;
     TiledMma tiled_mma;
     tiled_mma.accumulate_ = GMMA::ScaleOut::One;
@@ -276,17 +418,16 @@ struct Sm90MmaBulkTmaGmmaRsMixedInput {
       typename Convert::Offset offset[kKBlocks][kBlocksN][ScaleRows][4];  // -(magic + zero point)
       CUTE_UNROLL
       for (int kb = 0; kb < kKBlocks; ++kb) {
-        int const slot = i * kKBlocks + kb;
         CUTE_UNROLL
         for (int blk = 0; blk < kBlocksN; ++blk) {
           CUTE_UNROLL
           for (int l = 0; l < kLoads; ++l) {
             packed[kb][blk][l] = *reinterpret_cast<uint4 const*>(
-                s.b.data() + (slot * kBlocksN + blk) * BLayout::kBlockBytes + BLayout::load_offset(ct, l));
+                s.b.data() + block_at(i, kb, blk) + BLayout::load_offset(ct, l));
           }
           CUTE_UNROLL
           for (int h = 0; h < ScaleRows; ++h) {
-            int const at = (slot * ScaleRows + h) * TileN + blk * BLayout::kBlockN + row;
+            int const at = ((i * kKBlocks + (kb & scale_kb)) * ScaleRows + h) * TileN + blk * BLayout::kBlockN + row;
             // registers {a0a1, a2a3, a4a5, a6a7} hold rows {g, g+8, g, g+8}
             scale[kb][blk][h][0] = scale[kb][blk][h][2] = Convert::splat(scales[at]);
             scale[kb][blk][h][1] = scale[kb][blk][h][3] = Convert::splat(scales[at + 8]);

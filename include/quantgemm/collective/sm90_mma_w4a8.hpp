@@ -78,7 +78,7 @@ struct Sm90MmaW4A8 {
 
   struct SharedStorage {
     cute::array_aligned<ElementA, cute::cosize_v<SmemLayoutAct>, 1024> act;
-    cute::array_aligned<uint8_t, Stages * kKBlocks * kBlocksN * BLayout::kBlockBytes, 128> b;  // [stage][kb][blk]
+    cute::array_aligned<uint8_t, Stages * kKBlocks * kBlocksN * BLayout::kBlockBytes, 128> b;  // [stage][blk][kb]
     cute::array_aligned<ElementOut, Stages * kKBlocks * TileN, 128> scales;                    // [stage][kb][n]
     uint64_t full[Stages];
     uint64_t empty[Stages];
@@ -116,7 +116,7 @@ struct Sm90MmaW4A8 {
   CUTE_DEVICE static void release(SharedStorage& s, int stage, int ct) { WeightStream::release(s, stage, ct); }
 
   /// Consumers (two warpgroups, thread ct in 0..255): accum = the sum over the next k_iters stages.
-  CUTE_DEVICE static void mma(SharedStorage& s, Pipeline& pipe, int k_iters, Accumulator& accum, int ct) {
+  CUTE_DEVICE static void mma(Params const&, SharedStorage& s, Pipeline& pipe, int k_iters, Accumulator& accum, int ct) {
     using namespace cute;
     TiledMma tiled_mma;
     Tensor sAct = make_tensor(make_smem_ptr(s.act.data()), SmemLayoutAct{});  // (TileM,TileK,PIPE)
@@ -166,7 +166,7 @@ struct Sm90MmaW4A8 {
         CUTE_UNROLL
         for (int blk = 0; blk < kBlocksN; ++blk) {
           packed[kb][blk] = *reinterpret_cast<uint4 const*>(
-              s.b.data() + ((i * kKBlocks + kb) * kBlocksN + blk) * BLayout::kBlockBytes + BLayout::load_offset(ct, 0));
+              s.b.data() + WeightStream::block_at(i, kb, blk) + BLayout::load_offset(ct, 0));
         }
       }
       CUTE_UNROLL

@@ -36,6 +36,7 @@
 #include "cute/config.hpp"
 #include "cutlass/numeric_types.h"
 
+#include "quantgemm/arch/mma_sync.hpp"
 #include "quantgemm/kernel/stream_k.hpp"
 #include "quantgemm/layout/prepacked_b_sm80.hpp"
 #include "quantgemm/numeric/u4.hpp"
@@ -43,8 +44,6 @@
 
 namespace quantgemm {
 namespace sm80 {
-
-CUTE_DEVICE uint32_t smem_address(void const* p) { return static_cast<uint32_t>(__cvta_generic_to_shared(p)); }
 
 /// 16 bytes global -> shared, bypassing L1; zeros when !valid (src is then not read).
 CUTE_DEVICE void cp_async_16(uint32_t dst, void const* src, bool valid) {
@@ -66,29 +65,6 @@ CUTE_DEVICE uint16_t lds16(uint32_t address) {
   uint16_t v;
   asm volatile("ld.shared.u16 %0, [%1];\n" : "=h"(v) : "r"(address));
   return v;
-}
-
-/// Two 8x8 b16 matrices: lanes 0-7 address the first's rows, lanes 8-15 the second's.
-CUTE_DEVICE void ldmatrix_x2(uint32_t (&r)[2], uint32_t address) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%0, %1}, [%2];\n" : "=r"(r[0]), "=r"(r[1]) : "r"(address));
-}
-
-/// d += a b, m16n8k16, fp32 accumulators.
-template <class Element>
-CUTE_DEVICE void mma_16816(float (&d)[4], uint32_t const (&a)[4], uint32_t const (&b)[2]) {
-  if constexpr (std::is_same_v<Element, cutlass::half_t>) {
-    asm volatile(
-        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
-        "{%0, %1, %2, %3};\n"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
-  } else {
-    asm volatile(
-        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
-        "{%0, %1, %2, %3};\n"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
-  }
 }
 
 /// The codes of one lane's k16 step (layout/prepacked_b_sm80.hpp) -> the A fragments of its four

@@ -154,7 +154,7 @@ struct Sm90GemmMixedInputStreamK {
                   tl[1] = qg_globaltimer();)
       for (WorkSegment seg; segments.next(seg);) {
         typename Mainloop::Accumulator accum;
-        Mainloop::mma(s.mainloop, pipe, seg.k_end - seg.k_begin, accum, ct);
+        Mainloop::mma(p.mainloop, s.mainloop, pipe, seg.k_end - seg.k_begin, accum, ct);
         QG_TIMELINE(tl[2 + (nseg > 0)] = qg_globaltimer();)
         if (seg.whole(p.work.iters) || reduce_partials(p, seg, accum, ct)) {
           store_tile(p, s, accum, seg.tile % tiles_n, seg.tile / tiles_n, ct);
