@@ -269,6 +269,26 @@ struct Sm90MmaBulkTmaGmmaRsMixedInput {
   static constexpr int kAccumulators =
       kKBlocks == 1 ? kAccumulatorsPerKBlock : (kAccumulatorsPerKBlock >= 4 ? kAccumulatorsPerKBlock / 4 : 1);
 
+  /// The converter's constants of a thread's two weight rows g and g + 8 (registers {a0a1, a2a3,
+  /// a4a5, a6a7} of an A fragment hold rows {g, g + 8, g, g + 8}), from the stage's scale (and
+  /// zero-point) rows at element `at` (row g).
+  CUTE_DEVICE static void row_constants(SharedStorage const& s, int at, typename Convert::Pair (&scale)[4],
+                                        typename Convert::Offset (&offset)[4]) {
+    uint16_t const* scales = reinterpret_cast<uint16_t const*>(s.scales.data());
+    scale[0] = scale[2] = Convert::splat(scales[at]);
+    scale[1] = scale[3] = Convert::splat(scales[at + 8]);
+    if constexpr (kGroupZeros) {
+      uint16_t const* zeros = reinterpret_cast<uint16_t const*>(s.zeros.data());
+      offset[0] = offset[2] = Convert::offset_of(zeros[at]);
+      offset[1] = offset[3] = Convert::offset_of(zeros[at + 8]);
+    } else {
+      CUTE_UNROLL
+      for (int r = 0; r < 4; ++r) {
+        offset[r] = Convert::fixed_offset();
+      }
+    }
+  }
+
   /// Consumers (two warpgroups, thread ct in 0..255): accum = the sum over the next k_iters stages.
   CUTE_DEVICE static void mma(Params const& p, SharedStorage& s, Pipeline& pipe, int k_iters, Accumulator& accum,
                               int ct) {
@@ -306,8 +326,6 @@ struct Sm90MmaBulkTmaGmmaRsMixedInput {
     }
     int const lane = ct % 32;
     int const row = (ct / 32) * 16 + lane / 4;  // the A fragment rows g and g + 8 of the warp's 16
-    uint16_t const* scales = reinterpret_cast<uint16_t const*>(s.scales.data());
-    uint16_t const* zeros = reinterpret_cast<uint16_t const*>(s.zeros.data());
     // ldmatrix.x4 of two k16 steps: lane l addresses token l % 8 in matrix l / 8 (a 16-byte chunk
     // of 8 k); a k-block of 8 tokens is one 128B swizzle atom, its row r's chunk c stored at c ^ r
     uint32_t const act = smem_address(s.act.data()) + (lane % 8) * 128;
@@ -341,18 +359,8 @@ struct Sm90MmaBulkTmaGmmaRsMixedInput {
           typename Convert::Offset offset[ScaleRows][4];
           CUTE_UNROLL
           for (int h = 0; h < ScaleRows; ++h) {
-            int const at = ((i * kKBlocks + (kb & scale_kb)) * ScaleRows + h) * TileN + blk * BLayout::kBlockN + row;
-            scale[h][0] = scale[h][2] = Convert::splat(scales[at]);
-            scale[h][1] = scale[h][3] = Convert::splat(scales[at + 8]);
-            if constexpr (kGroupZeros) {
-              offset[h][0] = offset[h][2] = Convert::offset_of(zeros[at]);
-              offset[h][1] = offset[h][3] = Convert::offset_of(zeros[at + 8]);
-            } else {
-              CUTE_UNROLL
-              for (int r = 0; r < 4; ++r) {
-                offset[h][r] = Convert::fixed_offset();
-              }
-            }
+            row_constants(s, ((i * kKBlocks + (kb & scale_kb)) * ScaleRows + h) * TileN + blk * BLayout::kBlockN + row,
+                          scale[h], offset[h]);
           }
           CUTE_UNROLL
           for (int j = 0; j < BLayout::kKSteps; ++j) {
@@ -405,8 +413,6 @@ struct Sm90MmaBulkTmaGmmaRsMixedInput {
 
     // this thread's weight rows in each block: the wgmma A fragment rows g and g + 8 of its warp
     int const row = (ct / 32) * 16 + (ct % 32) / 4;
-    uint16_t const* scales = reinterpret_cast<uint16_t const*>(s.scales.data());
-    uint16_t const* zeros = reinterpret_cast<uint16_t const*>(s.zeros.data());
     int pending = 0;  // stages before the current one still read by wgmmas in flight
 
     auto stage = [&](auto buffer) {
@@ -427,19 +433,8 @@ struct Sm90MmaBulkTmaGmmaRsMixedInput {
           }
           CUTE_UNROLL
           for (int h = 0; h < ScaleRows; ++h) {
-            int const at = ((i * kKBlocks + (kb & scale_kb)) * ScaleRows + h) * TileN + blk * BLayout::kBlockN + row;
-            // registers {a0a1, a2a3, a4a5, a6a7} hold rows {g, g+8, g, g+8}
-            scale[kb][blk][h][0] = scale[kb][blk][h][2] = Convert::splat(scales[at]);
-            scale[kb][blk][h][1] = scale[kb][blk][h][3] = Convert::splat(scales[at + 8]);
-            if constexpr (kGroupZeros) {
-              offset[kb][blk][h][0] = offset[kb][blk][h][2] = Convert::offset_of(zeros[at]);
-              offset[kb][blk][h][1] = offset[kb][blk][h][3] = Convert::offset_of(zeros[at + 8]);
-            } else {
-              CUTE_UNROLL
-              for (int r = 0; r < 4; ++r) {
-                offset[kb][blk][h][r] = Convert::fixed_offset();
-              }
-            }
+            row_constants(s, ((i * kKBlocks + (kb & scale_kb)) * ScaleRows + h) * TileN + blk * BLayout::kBlockN + row,
+                          scale[kb][blk][h], offset[kb][blk][h]);
           }
         }
       }
