@@ -9,7 +9,7 @@ import torch
 import quantgemm
 from quantgemm import mixed_input, reference
 from quantgemm.quantize import QUANTIZERS
-from quantgemm.testing import assert_gemm_close, poison_
+from quantgemm.testing import assert_gemm_close, mm_reference, poison_
 
 from conftest import requires_hopper
 
@@ -137,7 +137,7 @@ def check_mm(m, n, k, g, schedule=None, a=None, out=None):
     poison_(out)
     got = quantgemm.mm(a, b, scales, g, out=out, schedule=schedule)
     assert got.data_ptr() == out.data_ptr()
-    ref = reference.mm_u4b8(a, w_q, scales, g)
+    ref = mm_reference(a, w_q, scales, g, schedule=schedule)
     assert_gemm_close(got, ref, k, a.abs().max().item(), w_max)
 
 
@@ -212,10 +212,10 @@ def test_mm_channel_and_token_scales(m, schedule):
     ts = torch.rand(m, device="cuda") * 4
     out = poison_(torch.empty(m, n, device="cuda", dtype=torch.bfloat16))
     quantgemm.mm(a, b, scales, g, out=out, schedule=schedule, channel_scales=cs, token_scales=ts)
-    ref = reference.mm_quantized(a, w_q, scales, g, channel_scales=cs, token_scales=ts)
+    ref = mm_reference(a, w_q, scales, g, channel_scales=cs, token_scales=ts, schedule=schedule)
     assert_gemm_close(out, ref, k, a.abs().max().item() * ts.max().item(), w_max * cs.max().item())
     only_channel = quantgemm.mm(a, b, scales, g, schedule=schedule, channel_scales=cs)
-    ref = reference.mm_quantized(a, w_q, scales, g, channel_scales=cs)
+    ref = mm_reference(a, w_q, scales, g, channel_scales=cs, schedule=schedule)
     assert_gemm_close(only_channel, ref, k, a.abs().max().item(), w_max * cs.max().item())
 
 
@@ -265,7 +265,8 @@ def check_mm_u4(m, n, k, g, schedule=None):
     a = torch.randn(m, k, device="cuda", dtype=torch.bfloat16)
     out = poison_(torch.empty(m, n, device="cuda", dtype=torch.bfloat16))
     got = quantgemm.mm(a, b, scales, g, out=out, schedule=schedule, group_zeros=zeros)
-    assert_gemm_close(got, reference.mm_u4(a, w_q, scales, zeros, g), k, a.abs().max().item(), w_max)
+    ref = mm_reference(a, w_q, scales, g, zeros, weight_type="u4", schedule=schedule)
+    assert_gemm_close(got, ref, k, a.abs().max().item(), w_max)
 
 
 @requires_hopper
@@ -303,7 +304,7 @@ def check_mm_fp16(m, n, k, g, weight_type, schedule=None):
     a = torch.randn(m, k, device="cuda", dtype=torch.float16)
     out = poison_(torch.empty(m, n, device="cuda", dtype=torch.float16))
     got = quantgemm.mm(a, b, scales, g, out=out, schedule=schedule, group_zeros=zeros)
-    ref = reference.mm_u4(a, w_q, scales, zeros, g) if zeros is not None else reference.mm_u4b8(a, w_q, scales, g)
+    ref = mm_reference(a, w_q, scales, g, zeros, weight_type=weight_type, schedule=schedule)
     assert_gemm_close(got, ref, k, a.abs().max().item(), w_max)
 
 
@@ -339,7 +340,7 @@ def check_mm_typed(m, n, k, g, weight_type, dtype, schedule=None):
     out = poison_(torch.empty(m, n, device="cuda", dtype=dtype))
     got = quantgemm.mm(a, quantgemm.prepack_b(w_q, weight_type), scales, g, out=out, schedule=schedule,
                        group_zeros=zeros)
-    ref = reference.mm_quantized(a, w_q, scales, g, zeros, zero_point=zero_point)
+    ref = mm_reference(a, w_q, scales, g, zeros, weight_type=weight_type, schedule=schedule)
     assert_gemm_close(got, ref, k, a.abs().max().item(), w_max)
 
 
@@ -376,7 +377,7 @@ def run_chain(x, layers, outs):
 
 def check_chain(x, layers, outs):
     for g, (w_q, scales, _, w_max), a, out in zip(CHAIN_GROUPS, layers, [x] + outs[:-1], outs):
-        assert_gemm_close(out, reference.mm_u4b8(a, w_q, scales, g), a.shape[1], a.abs().max().item(), w_max)
+        assert_gemm_close(out, mm_reference(a, w_q, scales, g), a.shape[1], a.abs().max().item(), w_max)
 
 
 @requires_hopper

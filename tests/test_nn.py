@@ -7,7 +7,7 @@ import torch
 import quantgemm
 from quantgemm import checkpoint, reference
 from quantgemm.nn import QuantLinear
-from quantgemm.testing import assert_gemm_close
+from quantgemm.testing import assert_gemm_close, mm_reference
 from test_checkpoint import AWQ_ORDER, gptq_layer, pack_along
 
 from conftest import requires_hopper
@@ -25,7 +25,7 @@ def test_from_linear_matches_the_reference_on_cpu():
     x = torch.randn(3, 5, 192, dtype=torch.bfloat16)
     y = q(x)
     assert y.shape == (3, 5, 256) and y.dtype == torch.bfloat16
-    want = reference.mm_u4b8(x.reshape(-1, 192), q.weight_codes(), q.scales, 64) + lin.bias.float()
+    want = mm_reference(x.reshape(-1, 192), q.weight_codes(), q.scales, 64) + lin.bias.float()
     assert torch.allclose(y.reshape(-1, 256).float(), want, rtol=2**-7, atol=1e-3)
     # and close to the unquantized layer: 4-bit round to nearest
     err = (y.float() - lin(x).float()).norm() / lin(x).float().norm()
@@ -48,7 +48,7 @@ def test_from_gptq_symmetric_and_refusals():
     qweight, qzeros, scales, g_idx, w = gptq_layer(n, k, group, zeros)
     q = QuantLinear.from_gptq(qweight, qzeros, scales, g_idx)
     x = torch.randn(2, k, dtype=torch.bfloat16)
-    want = x.float() @ reference.dequantize_u4b8(q.weight_codes(), q.scales, group).t()
+    want = mm_reference(x, q.weight_codes(), q.scales, group)
     assert torch.allclose(q(x).float(), want, rtol=2**-7, atol=1e-3)
     with pytest.raises(ValueError, match="x must have 256 features"):
         q(torch.randn(2, 255, dtype=torch.bfloat16))
@@ -69,7 +69,7 @@ def test_from_gptq_act_order(device, symmetric):
     y = q(x.to(device))
     # the kernel's math on the activation's columns in the weight's order ...
     zeros_q = None if q.zeros is None else q.zeros.cpu()
-    want = reference.mm_quantized(x[:, conv.perm], conv.codes, q.scales.cpu(), group, zeros_q)
+    want = mm_reference(x[:, conv.perm], conv.codes, q.scales.cpu(), group, zeros_q, weight_type=q.weight_type)
     w_max = reference._dequantize(conv.codes, q.scales.cpu(), zeros_q, group).abs().max().item()
     assert_gemm_close(y, want, k, x.float().abs().max().item(), w_max)
     # ... which is the checkpoint's weight in its own input order (up to the scales' rounding to bf16)
@@ -99,7 +99,7 @@ def test_from_gptq_asymmetric_is_u4():
     q = QuantLinear.from_gptq(*gptq_layer(n, k, group, zeros)[:4])
     assert q.weight_type == "u4" and torch.equal(q.zeros, zeros.to(torch.bfloat16))
     x = torch.randn(2, k, dtype=torch.bfloat16)
-    want = x.float() @ reference.dequantize_u4(q.weight_codes(), q.scales, q.zeros, group).t()
+    want = mm_reference(x, q.weight_codes(), q.scales, group, q.zeros, weight_type="u4")
     assert torch.allclose(q(x).float(), want, rtol=2**-7, atol=1e-3)
 
 
@@ -115,7 +115,7 @@ def test_from_awq_and_from_linear_u4():
     q = QuantLinear.from_awq(*awq_layer(64, 256, 128))
     assert q.weight_type == "u4" and set(dict(q.named_buffers())) == {"qweight", "scales", "zeros"}
     x = torch.randn(3, 256, dtype=torch.bfloat16)
-    want = x.float() @ reference.dequantize_u4(q.weight_codes(), q.scales, q.zeros, 128).t()
+    want = mm_reference(x, q.weight_codes(), q.scales, 128, q.zeros, weight_type="u4")
     assert torch.allclose(q(x).float(), want, rtol=2**-7, atol=1e-3)
     lin = linear()
     u4 = QuantLinear.from_linear(lin, group_size=64, weight_type="u4")
@@ -131,7 +131,8 @@ def test_gpu_forward_of_u4_layers():
     q = QuantLinear.from_awq(*awq_layer(576, 512, 128)).cuda()
     x = torch.randn(5, 512, dtype=torch.bfloat16, device="cuda")
     w = reference.dequantize_u4(q.weight_codes(), q.scales.cpu(), q.zeros.cpu(), 128)
-    assert_gemm_close(q(x), x.float() @ w.cuda().t(), 512, x.abs().max().item(), w.abs().max().item())
+    want = mm_reference(x, q.weight_codes().cuda(), q.scales, 128, q.zeros, weight_type="u4")
+    assert_gemm_close(q(x), want, 512, x.abs().max().item(), w.abs().max().item())
 
 
 @requires_hopper
@@ -141,7 +142,8 @@ def test_gpu_forward_is_quantgemm_mm():
     assert q.qweight.is_cuda
     x = torch.randn(7, 256, dtype=torch.bfloat16, device="cuda")
     w = reference.dequantize_u4b8(q.weight_codes(), q.scales.cpu(), 128)
-    assert_gemm_close(q(x), x.float() @ w.cuda().t(), 256, x.abs().max().item(), w.abs().max().item())
+    want = mm_reference(x, q.weight_codes().cuda(), q.scales, 128)
+    assert_gemm_close(q(x), want, 256, x.abs().max().item(), w.abs().max().item())
 
 
 @pytest.mark.parametrize("weight_dtype", [torch.float8_e4m3fn, torch.int8], ids=["fp8", "int8"])

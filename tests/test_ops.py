@@ -9,6 +9,7 @@ from torch._subclasses.fake_tensor import FakeTensorMode
 import quantgemm
 from quantgemm import reference
 from quantgemm.nn import QuantLinear
+from quantgemm.testing import mm_reference
 
 from conftest import hopper_available, requires_hopper
 
@@ -33,7 +34,7 @@ def test_mm_op_is_the_reference_on_cpu(weight_type, dtype):
     args, w_q = problem(weight_type, dtype)
     a, _, _, _, _, scales, g, zeros, _ = args
     got = torch.ops.quantgemm.mm(*args)
-    want = reference.mm_quantized(a, w_q, scales, g, zeros).to(dtype)
+    want = mm_reference(a, w_q, scales, g, zeros, weight_type=weight_type).to(dtype)
     assert got.dtype == dtype and torch.equal(got, want)
 
 

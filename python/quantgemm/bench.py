@@ -262,9 +262,10 @@ def bench_shape(model, layer, n, k, ms, group_size, bandwidth, l2_bytes, check=T
             if check:
                 b, s, z = q_copies[0]
                 mixed_input.mm(a, b, s, group_size, out=out_q, schedule=sched, group_zeros=z)
+                exact = mixed_input.exact_weight(m, n, k, weight_type, group_size=group_size, layout=layout,
+                                                 schedule=sched)
                 ref = reference.mm_quantized(a, w_q, scales, group_size, zeros,
-                                             zero_point=mixed_input.ZERO_POINTS[weight_type],
-                                             exact_weight=mixed_input.EXACT_WEIGHT[layout])
+                                             zero_point=mixed_input.ZERO_POINTS[weight_type], exact_weight=exact)
                 rel = ((out_q.float() - ref).norm() / ref.norm()).item()
                 if not rel < 1e-2:
                     raise RuntimeError(f"{model} {layer} M={m}: relative error {rel:.3g} against the reference")

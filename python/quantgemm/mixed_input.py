@@ -36,9 +36,6 @@ BLOCK_K = 64   # ... by 64 k
 LAYOUTS = {"sm90": (BLOCK_N, BLOCK_K), "sm80": (64, 64), "sm90_e4m3": (BLOCK_N, BLOCK_K)}
 E4M3 = "sm90_e4m3"
 E4M3_WEIGHT_TYPES = ("u4b8",)
-#: whether a layout's kernels keep the dequantized weight unrounded (reference.mm_quantized's
-#: exact_weight): the sm80 and W4A8 kernels scale fp32 partial sums, the sm90 ones each code in bf16/fp16
-EXACT_WEIGHT = {"sm90": False, "sm80": True, E4M3: True}
 E4M3_GROUP = 128  # W4A8 groups: a multiple of 128 (one scale row a 128-deep stage) or all of K
 ALIGN = 8      # N and K: rows of 16-bit activations and outputs 16-byte aligned for the TMA
 _STATUS_WORKSPACE_TOO_SMALL = 2
@@ -236,6 +233,28 @@ def select_schedule(m: int, n: int, k: int, weight_type: str = "u4b8", dtype: to
                     group_size: int = 128, layout: str = "sm90") -> str:
     """The schedule the heuristic picks for an M x N x K problem."""
     return native().select(_family(weight_type, dtype, _two_scale_rows(k, group_size, layout), layout), m, n, k)
+
+
+#: the token tile of an sm90 schedule name (<family>_<tile_n>x<tile_m>x<tile_k>_c<cluster>)
+_SM90_TILE_M = re.compile(r"_\d+x(\d+)x\d+_c\d+x\d+x\d+$")
+#: the sm90 token tile whose kernels run mma.sync and scale fp32 partial sums
+SYNC_TILE_M = 8
+
+
+def exact_weight(m: int, n: int, k: int, weight_type: str = "u4b8", dtype: torch.dtype = torch.bfloat16,
+                 group_size: int = 128, layout: str = "sm90", schedule: str | None = None) -> bool:
+    """Whether mm keeps the dequantized weight (q - zero) * s unrounded on this problem
+    (reference.mm_quantized's exact_weight), with `schedule` or the heuristic's pick: the sm80 and
+    W4A8 kernels and the sm90 8-token tiles (mma.sync) apply the group scales to fp32 partial
+    sums; the other sm90 kernels scale each code in bf16/fp16, rounding it (docs/math.md)."""
+    if layout != "sm90":
+        return True
+    if schedule is None:
+        schedule = select_schedule(m, n, k, weight_type, dtype, group_size, layout)
+    tile = _SM90_TILE_M.search(schedule)
+    if tile is None:
+        raise ValueError(f"{schedule!r} is not an sm90 mixed-input schedule name")
+    return int(tile.group(1)) == SYNC_TILE_M
 
 
 @dataclass

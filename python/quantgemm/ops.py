@@ -35,9 +35,11 @@ def mm(a: torch.Tensor, b_data: torch.Tensor, n: int, k: int, weight_type: str, 
                               channel_scales=channel_scales, token_scales=token_scales)
     mixed_input.check_mm_args(a, b, group_scales, group_size, None, schedule, group_zeros, channel_scales, token_scales)
     codes = mixed_input.unpack_b(b)
+    exact = mixed_input.exact_weight(a.shape[0], n, k, weight_type, _out_dtype(a, group_scales, layout), group_size,
+                                     layout, schedule)
     return reference.mm_quantized(a, codes, group_scales, group_size, group_zeros, channel_scales, token_scales,
                                   zero_point=mixed_input.ZERO_POINTS[weight_type],
-                                  exact_weight=mixed_input.EXACT_WEIGHT[layout]).to(_out_dtype(a, group_scales, layout))
+                                  exact_weight=exact).to(_out_dtype(a, group_scales, layout))
 
 
 def _out_dtype(a: torch.Tensor, group_scales: torch.Tensor, layout: str) -> torch.dtype:

@@ -25,6 +25,8 @@ import math
 
 import torch
 
+from . import mixed_input, reference
+
 UNIT_ROUNDOFF = {torch.bfloat16: 2.0 ** -8, torch.float16: 2.0 ** -11, torch.float32: 2.0 ** -24}
 
 
@@ -77,3 +79,16 @@ def replay_in_graph(call, out: torch.Tensor) -> torch.Tensor:
     graph.replay()
     torch.cuda.synchronize()
     return out
+
+
+def mm_reference(a: torch.Tensor, w_q: torch.Tensor, scales: torch.Tensor, group_size: int,
+                 zeros: torch.Tensor | None = None, channel_scales: torch.Tensor | None = None,
+                 token_scales: torch.Tensor | None = None, *, weight_type: str = "u4b8",
+                 schedule: str | None = None, layout: str = "sm90") -> torch.Tensor:
+    """reference.mm_quantized of what quantgemm.mm computes from `a` and prepack_b(w_q, weight_type,
+    layout=layout) with `schedule` (or the heuristic's pick): the weight rounded to the scales' dtype
+    or left exact, as that kernel does (mixed_input.exact_weight)."""
+    m, k = a.shape
+    exact = mixed_input.exact_weight(m, w_q.shape[0], k, weight_type, scales.dtype, group_size, layout, schedule)
+    return reference.mm_quantized(a, w_q, scales, group_size, zeros, channel_scales, token_scales,
+                                  zero_point=mixed_input.ZERO_POINTS[weight_type], exact_weight=exact)

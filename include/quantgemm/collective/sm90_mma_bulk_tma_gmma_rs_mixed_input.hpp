@@ -25,6 +25,7 @@
 #include "cutlass/numeric_types.h"
 
 #include "quantgemm/arch/mma_sync.hpp"
+#include "quantgemm/collective/mma_sync_group_partials.hpp"
 #include "quantgemm/layout/prepacked_b.hpp"
 #include "quantgemm/numeric/u4.hpp"
 #include "quantgemm/numeric/u8.hpp"
@@ -308,22 +309,46 @@ struct Sm90MmaBulkTmaGmmaRsMixedInput {
   // occupies the SM's tensor pipe for 13 cycles (as long as an m64n16k16) where the four mma.sync
   // that do the same work take 6, and a warp converts and multiplies each k16 step in its own
   // time, with no warpgroup batch to wait for and no second A-register buffer.
+  // The group scales then go onto fp32 partial sums, once per scale row
+  // (collective/mma_sync_group_partials.hpp): the codes need no packed multiply, and 4-bit codes
+  // under bf16 stay 128 + q with the activation's column sums taking the zero point off (one LOP3
+  // a pair of codes in all). The weight is s (q - z) unrounded, as in the sm80 kernels.
   static constexpr bool kSyncMma = TileM == 8;
-  static constexpr int kSyncSets = 2;  // accumulators per block row, for alternate k16 steps
+  static constexpr int kSyncSets = 2;  // partial sums per block row, for alternate k16 steps
+  static constexpr bool kColumnSums = Weight::kBits == 4 && cute::is_same_v<ElementA, cutlass::bfloat16_t>;
+  using SyncOffset = cute::conditional_t<kColumnSums, float, typename Convert::Offset>;
+  using Partials = GroupPartials<kBlocksN, 1, kColumnSums, SyncOffset, kSyncSets>;
 
-  CUTE_DEVICE static void mma_sync(SharedStorage& s, Pipeline& pipe, int k_iters, Accumulator& accum, int ct,
-                                   int scale_kb) {
-    float acc[kSyncSets][kBlocksN][4];
+  /// The scales (and the converter's offsets) of a thread's rows g and g + 8 of each block row, from
+  /// the stage's scale (and zero-point) rows at element `at` (block row 0, row g).
+  CUTE_DEVICE static void load_group(SharedStorage const& s, int at, Partials& r) {
+    uint16_t const* scales = reinterpret_cast<uint16_t const*>(s.scales.data());
+    uint16_t const* zeros = reinterpret_cast<uint16_t const*>(s.zeros.data());
     CUTE_UNROLL
-    for (int a = 0; a < kSyncSets; ++a) {
+    for (int blk = 0; blk < kBlocksN; ++blk) {
       CUTE_UNROLL
-      for (int blk = 0; blk < kBlocksN; ++blk) {
-        CUTE_UNROLL
-        for (int r = 0; r < 4; ++r) {
-          acc[a][blk][r] = 0.f;
+      for (int h = 0; h < 2; ++h) {
+        int const x = at + blk * BLayout::kBlockN + 8 * h;
+        r.scale[blk][h] = to_float<ElementA>(scales[x]);
+        if constexpr (kColumnSums && kGroupZeros) {
+          r.offset[blk][h] = -(Convert::B::kMagicValue + to_float<ElementA>(zeros[x]));
+        } else if constexpr (kColumnSums) {
+          r.offset[blk][h] = -(Convert::B::kMagicValue + float(Weight::kZeroPoint));
+        } else if constexpr (kGroupZeros) {
+          r.offset[blk][h] = Convert::offset_of(zeros[x]);
+        } else {
+          r.offset[blk][h] = Convert::fixed_offset();
         }
       }
     }
+  }
+
+  CUTE_DEVICE static void mma_sync(SharedStorage& s, Pipeline& pipe, int k_iters, Accumulator& accum, int ct,
+                                   int scale_kb) {
+    constexpr int kRowSteps = BLayout::kKSteps / ScaleRows;  // k16 steps of a k-block under one scale row
+    Partials r;
+    zero(r.acc);
+    r.clear_group();
     int const lane = ct % 32;
     int const row = (ct / 32) * 16 + lane / 4;  // the A fragment rows g and g + 8 of the warp's 16
     // ldmatrix.x4 of two k16 steps: lane l addresses token l % 8 in matrix l / 8 (a 16-byte chunk
@@ -343,36 +368,45 @@ struct Sm90MmaBulkTmaGmmaRsMixedInput {
         for (int p = 0; p < 2; ++p) {
           ldmatrix_x4(b[p], act + slot * 1024 + (((4 * p + chunk) ^ swizzle) << 4));
         }
+        uint32_t words[kBlocksN][4 * kLoads];
         CUTE_UNROLL
         for (int blk = 0; blk < kBlocksN; ++blk) {
-          uint32_t words[4 * kLoads];
           CUTE_UNROLL
           for (int l = 0; l < kLoads; ++l) {
             uint4 const w = *reinterpret_cast<uint4 const*>(
                 s.b.data() + block_at(i, kb, blk) + BLayout::load_offset(ct, l));
-            words[4 * l] = w.x;
-            words[4 * l + 1] = w.y;
-            words[4 * l + 2] = w.z;
-            words[4 * l + 3] = w.w;
+            words[blk][4 * l] = w.x;
+            words[blk][4 * l + 1] = w.y;
+            words[blk][4 * l + 2] = w.z;
+            words[blk][4 * l + 3] = w.w;
           }
-          typename Convert::Pair scale[ScaleRows][4];
-          typename Convert::Offset offset[ScaleRows][4];
+        }
+        CUTE_UNROLL
+        for (int h = 0; h < ScaleRows; ++h) {
+          load_group(s, ((i * kKBlocks + (kb & scale_kb)) * ScaleRows + h) * TileN + row, r);
           CUTE_UNROLL
-          for (int h = 0; h < ScaleRows; ++h) {
-            row_constants(s, ((i * kKBlocks + (kb & scale_kb)) * ScaleRows + h) * TileN + blk * BLayout::kBlockN + row,
-                          scale[h], offset[h]);
-          }
-          CUTE_UNROLL
-          for (int j = 0; j < BLayout::kKSteps; ++j) {
-            uint32_t a[4];
-            int const g = j * ScaleRows / BLayout::kKSteps;  // the scale row of this k16 step
-            if constexpr (Weight::kBits == 4) {
-              Convert::convert(words[j], offset[g], scale[g], a);
-            } else {
-              Convert::convert(words[2 * j], words[2 * j + 1], offset[g], scale[g], a);
-            }
+          for (int j = h * kRowSteps; j < (h + 1) * kRowSteps; ++j) {
             uint32_t const bj[2] = {b[j / 2][2 * (j % 2)], b[j / 2][2 * (j % 2) + 1]};
-            mma_16816<ElementA>(acc[j % kSyncSets][blk], a, bj);
+            if constexpr (kColumnSums) {
+              r.template add_column_sums<ElementA>(0, bj);
+            }
+            CUTE_UNROLL
+            for (int blk = 0; blk < kBlocksN; ++blk) {
+              SyncOffset const offset[4] = {r.offset[blk][0], r.offset[blk][1], r.offset[blk][0], r.offset[blk][1]};
+              uint32_t a[4];
+              if constexpr (kColumnSums) {
+                Convert::biased(words[blk][j], a);
+              } else if constexpr (Weight::kBits == 4) {
+                Convert::exact(words[blk][j], offset, a);
+              } else {
+                Convert::exact(words[blk][2 * j], words[blk][2 * j + 1], offset, a);
+              }
+              mma_16816<ElementA>(r.part[j % kSyncSets][blk][0], a, bj);
+            }
+          }
+          // the scale row ends here, but at the first k-block of a 128-deep stage inside one group
+          if (h + 1 < ScaleRows || kb + 1 == kKBlocks || scale_kb != 0) {
+            r.flush();
           }
         }
       }
@@ -383,13 +417,8 @@ struct Sm90MmaBulkTmaGmmaRsMixedInput {
     CUTE_UNROLL
     for (int blk = 0; blk < kBlocksN; ++blk) {
       CUTE_UNROLL
-      for (int r = 0; r < 4; ++r) {
-        float sum = acc[0][blk][r];
-        CUTE_UNROLL
-        for (int a = 1; a < kSyncSets; ++a) {
-          sum += acc[a][blk][r];
-        }
-        accum(r + 4 * blk) = sum;
+      for (int v = 0; v < 4; ++v) {
+        accum(v + 4 * blk) = r.acc[blk][0][v];
       }
     }
   }

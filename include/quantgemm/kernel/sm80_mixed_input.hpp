@@ -37,6 +37,7 @@
 #include "cutlass/numeric_types.h"
 
 #include "quantgemm/arch/mma_sync.hpp"
+#include "quantgemm/collective/mma_sync_group_partials.hpp"
 #include "quantgemm/kernel/stream_k.hpp"
 #include "quantgemm/layout/prepacked_b_sm80.hpp"
 #include "quantgemm/numeric/u4.hpp"
@@ -153,28 +154,6 @@ struct Codes {
     }
   }
 };
-
-/// Every element of a (nested) register array to zero.
-template <class T, int N>
-CUTE_DEVICE void zero(T (&a)[N]) {
-  CUTE_UNROLL
-  for (int i = 0; i < N; ++i) {
-    if constexpr (std::is_array_v<T>) {
-      zero(a[i]);
-    } else {
-      a[i] = T(0);
-    }
-  }
-}
-
-template <class Element>
-CUTE_DEVICE float to_float(uint16_t bits) {
-  if constexpr (std::is_same_v<Element, cutlass::half_t>) {
-    return __half2float(__ushort_as_half(bits));
-  } else {
-    return __uint_as_float(uint32_t(bits) << 16);
-  }
-}
 
 template <class Weight_, class Element_, int TileN_, int TileM_, int Stages_>
 struct MixedInputKernel {
@@ -325,37 +304,7 @@ struct MixedInputKernel {
     }
   };
 
-  struct Accumulators {
-    float acc[4][kNT][4];
-    float part[4][kNT][4];                  ///< the current group's sums of f (q - z) a (kColumnSums: (B + q) a)
-    float sums[Cvt::kColumnSums ? kNT : 1][4];  ///< kColumnSums: the group's sums of a, tokens 8 j + 2 r (+ 1)
-    float scale[4][2];                      ///< s / f of the lane's rows 16 t + g (+ 8)
-    typename Cvt::Offset offset[4][2];      ///< -(B + f z) of the same rows
-
-    CUTE_DEVICE void clear_group() {
-      zero(part);
-      zero(sums);
-    }
-
-    /// acc += s / f * (part [- (B + z) sums]), then a new group.
-    CUTE_DEVICE void flush() {
-      CUTE_UNROLL
-      for (int t = 0; t < 4; ++t) {
-        CUTE_UNROLL
-        for (int j = 0; j < kNT; ++j) {
-          CUTE_UNROLL
-          for (int i = 0; i < 4; ++i) {
-            float x = part[t][j][i];
-            if constexpr (Cvt::kColumnSums) {
-              x = fmaf(offset[t][i / 2], sums[j][i % 2], x);
-            }
-            acc[t][j][i] = fmaf(scale[t][i / 2], x, acc[t][j][i]);
-          }
-        }
-      }
-      clear_group();
-    }
-
+  struct Accumulators : GroupPartials<4, kNT, Cvt::kColumnSums, typename Cvt::Offset> {
     /// The scale and offset of group row `row` of the stage at `scales` (the zero points follow).
     CUTE_DEVICE void load_group(uint32_t scales, int row, int n_local) {
       CUTE_UNROLL
@@ -363,9 +312,9 @@ struct MixedInputKernel {
         CUTE_UNROLL
         for (int h = 0; h < 2; ++h) {
           uint32_t const at = scales + (row * TileN + n_local + 16 * t + 8 * h) * 2;
-          scale[t][h] = to_float<Element>(lds16(at)) * (1.f / Cvt::factor(t));
+          this->scale[t][h] = to_float<Element>(lds16(at)) * (1.f / Cvt::factor(t));
           if constexpr (kGroupZeros) {
-            offset[t][h] = Cvt::offset(t, to_float<Element>(lds16(at + kScaleBytes)));
+            this->offset[t][h] = Cvt::offset(t, to_float<Element>(lds16(at + kScaleBytes)));
           }
         }
       }
@@ -394,11 +343,10 @@ struct MixedInputKernel {
     for (int j = 0; j < kNT; ++j) {
       CUTE_UNROLL
       for (int t = 0; t < 4; ++t) {
-        mma_16816<Element>(r.part[t][j], a[t], b[j]);
+        mma_16816<Element>(r.part[0][t][j], a[t], b[j]);
       }
-      if constexpr (Cvt::kColumnSums) {  // every row of the product: the column sums of b
-        constexpr uint32_t kOnes = 0x3F803F80u;
-        mma_16816<Element>(r.sums[j], {kOnes, kOnes, kOnes, kOnes}, b[j]);
+      if constexpr (Cvt::kColumnSums) {
+        r.template add_column_sums<Element>(j, b[j]);
       }
     }
   }

@@ -19,6 +19,7 @@
 #include <cstdint>
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
+#include <type_traits>
 
 #include "cute/config.hpp"
 #include "cutlass/numeric_types.h"
@@ -52,6 +53,16 @@ CUTE_HOST_DEVICE constexpr int nibble_value(int p) { return p < 4 ? 2 * p : 2 * 
 /// Inverse of nibble_value: value v sits in nibble value_nibble(v).
 CUTE_HOST_DEVICE constexpr int value_nibble(int v) { return (v % 2) * 4 + v / 2; }
 
+/// The value of a bf16 or fp16 bit pattern, in fp32 (exact).
+template <class Element>
+CUTE_DEVICE float to_float(uint16_t bits) {
+  if constexpr (std::is_same_v<Element, cutlass::half_t>) {
+    return __half2float(__ushort_as_half(bits));
+  } else {
+    return __uint_as_float(uint32_t(bits) << 16);
+  }
+}
+
 /// (a & b) | c in one instruction.
 CUTE_DEVICE uint32_t lop3_and_or(uint32_t a, uint32_t b, uint32_t c) {
   uint32_t d;
@@ -70,6 +81,7 @@ template <>
 struct Bits16<cutlass::bfloat16_t> {
   using Pair = __nv_bfloat162;
   static constexpr uint32_t kMagic = 0x43004300u;     // {128, 128}: 7 mantissa bits, step 1
+  static constexpr float kMagicValue = 128.f;
   static constexpr uint32_t kOne = 0x3F803F80u;       // {1, 1}
   static constexpr uint32_t kMinusOne = 0xBF80BF80u;  // {-1, -1}
   static constexpr uint32_t kMinusMagic = 0xC300C300u;
@@ -82,6 +94,7 @@ template <>
 struct Bits16<cutlass::half_t> {
   using Pair = __half2;
   static constexpr uint32_t kMagic = 0x64006400u;     // {1024, 1024}: 10 mantissa bits, step 1
+  static constexpr float kMagicValue = 1024.f;
   static constexpr uint32_t kOne = 0x3C003C00u;
   static constexpr uint32_t kMinusOne = 0xBC00BC00u;
   static constexpr uint32_t kMinusMagic = 0xE400E400u;
@@ -106,14 +119,36 @@ struct Convert4Bit {
     return reinterpret_cast<T const&>(bits);
   }
 
-  CUTE_DEVICE static void convert(uint32_t word, Pair const (&offset)[4], Pair const (&scale)[4], uint32_t (&out)[4]) {
-    Pair const one = bits_as<Pair>(B::kOne);
+  /// {M + v[2i], M + v[2i+1]}, exact: one LOP3.
+  CUTE_DEVICE static uint32_t biased_pair(uint32_t word, int i) { return lop3_and_or(word >> (4 * i), kMask, B::kMagic); }
+
+  /// {v[2i] - zero, v[2i+1] - zero}, exact (offset = -(M + zero)).
+  CUTE_DEVICE static Pair exact_pair(uint32_t word, int i, Pair offset) {
+    return B::fma(bits_as<Pair>(biased_pair(word, i)), bits_as<Pair>(B::kOne), offset);
+  }
+
+  /// out[i] = biased_pair(word, i): the codes under the magic number, for the column-sum path.
+  CUTE_DEVICE static void biased(uint32_t word, uint32_t (&out)[4]) {
     CUTE_UNROLL
     for (int i = 0; i < 4; ++i) {
-      Pair const magic = bits_as<Pair>(lop3_and_or(word >> (4 * i), kMask, B::kMagic));  // M + q, exact
-      Pair v = B::fma(magic, one, offset[i]);                                            // q - zero, exact
-      v = B::mul(v, scale[i]);
-      out[i] = reinterpret_cast<uint32_t&>(v);
+      out[i] = biased_pair(word, i);
+    }
+  }
+
+  /// out[i] = exact_pair(word, i, offset[i]): the codes minus their zero point, unscaled.
+  CUTE_DEVICE static void exact(uint32_t word, Pair const (&offset)[4], uint32_t (&out)[4]) {
+    CUTE_UNROLL
+    for (int i = 0; i < 4; ++i) {
+      Pair const v = exact_pair(word, i, offset[i]);
+      out[i] = reinterpret_cast<uint32_t const&>(v);
+    }
+  }
+
+  CUTE_DEVICE static void convert(uint32_t word, Pair const (&offset)[4], Pair const (&scale)[4], uint32_t (&out)[4]) {
+    CUTE_UNROLL
+    for (int i = 0; i < 4; ++i) {
+      Pair const v = B::mul(exact_pair(word, i, offset[i]), scale[i]);
+      out[i] = reinterpret_cast<uint32_t const&>(v);
     }
   }
 

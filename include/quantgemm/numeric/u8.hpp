@@ -58,18 +58,31 @@ struct Convert8Bit<cutlass::half_t> {
     return reinterpret_cast<T const&>(bits);
   }
 
-  /// out[r] = the pair of values {2r, 2r + 1} (rows of offset[r] and scale[r]).
-  CUTE_DEVICE static void convert(uint32_t word0, uint32_t word1, Offset const (&offset)[4], Pair const (&scale)[4],
-                                  uint32_t (&out)[4]) {
-    Pair const one = bits_as<Pair>(B::kOne);
+  /// The pair of values {2r, 2r + 1} of the words, minus their zero point: exact.
+  CUTE_DEVICE static Pair exact_pair(uint32_t const (&words)[2], int r, Offset offset) {
+    // bytes {2r, 2r + 1} % 4 of the word, each under 0x64: {1024 + q, 1024 + q'}
+    uint32_t const selector = (r % 2) ? 0x7372u : 0x7170u;
+    return __hfma2(bits_as<Pair>(prmt(words[r / 2], kMagicBytes, selector)), bits_as<Pair>(B::kOne), offset);
+  }
+
+  /// out[r] = exact_pair(r) (rows of offset[r]).
+  CUTE_DEVICE static void exact(uint32_t word0, uint32_t word1, Offset const (&offset)[4], uint32_t (&out)[4]) {
     uint32_t const words[2] = {word0, word1};
     CUTE_UNROLL
     for (int r = 0; r < 4; ++r) {
-      // bytes {2r, 2r + 1} % 4 of the word, each under 0x64: {1024 + q, 1024 + q'}
-      uint32_t const selector = (r % 2) ? 0x7372u : 0x7170u;
-      Pair v = __hfma2(bits_as<Pair>(prmt(words[r / 2], kMagicBytes, selector)), one, offset[r]);
-      v = __hmul2(v, scale[r]);
-      out[r] = reinterpret_cast<uint32_t&>(v);
+      Pair const v = exact_pair(words, r, offset[r]);
+      out[r] = reinterpret_cast<uint32_t const&>(v);
+    }
+  }
+
+  /// out[r] = the pair of values {2r, 2r + 1} (rows of offset[r] and scale[r]).
+  CUTE_DEVICE static void convert(uint32_t word0, uint32_t word1, Offset const (&offset)[4], Pair const (&scale)[4],
+                                  uint32_t (&out)[4]) {
+    uint32_t const words[2] = {word0, word1};
+    CUTE_UNROLL
+    for (int r = 0; r < 4; ++r) {
+      Pair const v = __hmul2(exact_pair(words, r, offset[r]), scale[r]);
+      out[r] = reinterpret_cast<uint32_t const&>(v);
     }
   }
 
@@ -88,19 +101,34 @@ struct Convert8Bit<cutlass::bfloat16_t> {
   static constexpr uint32_t kMagicBytes = 0x4B000000u;  // fp32 2^23: its low 23 bits hold a code exactly
   static constexpr float kU8b128Offset = -8388736.0f;   // -(2^23 + 128)
 
+  /// The pair of values {2r, 2r + 1} of the words, minus their zero point: exact.
+  CUTE_DEVICE static Pair exact_pair(uint32_t const (&words)[2], int r, Offset offset) {
+    // byte b of the word into the low byte of 2^23: 0x4B0000bb = 2^23 + q
+    uint32_t const lo_selector = (r % 2) ? 0x7442u : 0x7440u;  // bytes: {2r % 4, 0, 0, 0x4B}
+    uint32_t const hi_selector = (r % 2) ? 0x7443u : 0x7441u;
+    float const lo = __uint_as_float(prmt(words[r / 2], kMagicBytes, lo_selector)) + offset;
+    float const hi = __uint_as_float(prmt(words[r / 2], kMagicBytes, hi_selector)) + offset;
+    return __floats2bfloat162_rn(lo, hi);
+  }
+
+  /// out[r] = exact_pair(r) (rows of offset[r]).
+  CUTE_DEVICE static void exact(uint32_t word0, uint32_t word1, Offset const (&offset)[4], uint32_t (&out)[4]) {
+    uint32_t const words[2] = {word0, word1};
+    CUTE_UNROLL
+    for (int r = 0; r < 4; ++r) {
+      Pair const v = exact_pair(words, r, offset[r]);
+      out[r] = reinterpret_cast<uint32_t const&>(v);
+    }
+  }
+
   /// out[r] = the pair of values {2r, 2r + 1} (rows of offset[r] and scale[r]).
   CUTE_DEVICE static void convert(uint32_t word0, uint32_t word1, Offset const (&offset)[4], Pair const (&scale)[4],
                                   uint32_t (&out)[4]) {
     uint32_t const words[2] = {word0, word1};
     CUTE_UNROLL
     for (int r = 0; r < 4; ++r) {
-      // byte b of the word into the low byte of 2^23: 0x4B0000bb = 2^23 + q
-      uint32_t const lo_selector = (r % 2) ? 0x7442u : 0x7440u;  // bytes: {2r % 4, 0, 0, 0x4B}
-      uint32_t const hi_selector = (r % 2) ? 0x7443u : 0x7441u;
-      float const lo = __uint_as_float(prmt(words[r / 2], kMagicBytes, lo_selector)) + offset[r];
-      float const hi = __uint_as_float(prmt(words[r / 2], kMagicBytes, hi_selector)) + offset[r];
-      Pair v = __hmul2(__floats2bfloat162_rn(lo, hi), scale[r]);
-      out[r] = reinterpret_cast<uint32_t&>(v);
+      Pair const v = __hmul2(exact_pair(words, r, offset[r]), scale[r]);
+      out[r] = reinterpret_cast<uint32_t const&>(v);
     }
   }
 
