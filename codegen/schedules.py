@@ -23,6 +23,11 @@ RULES_DIR = Path(__file__).resolve().parent / "rules"
 MIXED_INPUT_TILE_M = (8, 16, 32, 64, 128, 256)
 
 
+#: CTAs a tile's k is split over (a thread-block cluster, partials reduced in its shared memory);
+#: 1: stream-K over the whole grid
+MIXED_INPUT_CLUSTER_K = (1, 2, 4)
+
+
 @dataclass(frozen=True, order=True)
 class Schedule:
     """One compiled kernel configuration of the transposed problem out^T = W a^T."""
@@ -30,6 +35,7 @@ class Schedule:
     tile_n: int  #: weight rows per CTA tile (the wgmma M, two consumer warpgroups of 64)
     tile_m: int  #: activation rows per CTA tile (the wgmma N)
     tile_k: int = 64  #: k per pipeline stage (one or two prepacked 64-deep blocks)
+    #: (c, 1, 1): each tile's k split over a cluster of c CTAs (c > 1; no stream-K), else stream-K
     cluster: tuple[int, int, int] = (1, 1, 1)
 
     def name(self, family: str) -> str:
@@ -69,8 +75,9 @@ class Schedule:
         elif self.tile_k == 128 and self.tile_m * self.tile_n // 128 > 64:
             out.append(f"tile_k 128 needs tile_m * tile_n / 128 <= 64 (two 128-deep A buffers beside the "
                        f"accumulators must fit in the registers), got {self.tile_n} x {self.tile_m}")
-        if self.cluster != (1, 1, 1):
-            out.append(f"cluster must be (1, 1, 1), got {self.cluster}")
+        if self.cluster[1:] != (1, 1) or self.cluster[0] not in MIXED_INPUT_CLUSTER_K:
+            out.append(f"cluster must be (c, 1, 1) with c in {MIXED_INPUT_CLUSTER_K} (the CTAs a tile's k is "
+                       f"split over), got {self.cluster}")
         return out
 
 
@@ -260,8 +267,8 @@ def with_rules(family: Family, path: Path) -> Family:
                    rules_source=json.loads(Path(path).read_text()).get("source", ""))
 
 
-def _tile(n: int, m: int, k: int = 64) -> Schedule:
-    return Schedule(tile_n=n, tile_m=m, tile_k=k)
+def _tile(n: int, m: int, k: int = 64, split: int = 1) -> Schedule:
+    return Schedule(tile_n=n, tile_m=m, tile_k=k, cluster=(split, 1, 1))
 
 
 #: u4b8 weights (GPTQ symmetric 4-bit) x bf16 activations, group scales in the K loop.
@@ -270,18 +277,28 @@ U4B8_BF16 = with_rules(Family(
     weight="u4b8",
     space=tuple(_tile(n, m, k) for n in (128, 256) for m in (8, 16, 32, 64) for k in (64, 128)
                      if not (k == 128 and m * n // 128 > 64))
-    + (_tile(128, 128), _tile(128, 256), _tile(256, 128)),
+    + (_tile(128, 128), _tile(128, 256), _tile(256, 128))
+    # split-K over a cluster, for layers with fewer tiles than SMs
+    + tuple(_tile(n, m, 128, c) for n in (128, 256) for m in (8, 16, 32) for c in (2, 4) if m * n // 128 <= 64),
 ), RULES_DIR / "u4b8_bf16.json")
 
 # The other weight and activation types run the same mainloop (u4: one more shared-memory row, the
 # zero points, beside each scale row; fp16: other constants in the converter) and take the u4b8 x
-# bf16 rules until they are tuned on their own; a rules file naming one of them replaces its rules.
-_BORROWED = "the u4b8_bf16 rules (the same mainloop), until tuned on its own"
+# bf16 rules until they are tuned on their own, each split-K cluster tile replaced by the same tile
+# under stream-K (to keep the default build's size); a rules file naming one of them replaces its rules.
+_BORROWED = "the u4b8_bf16 rules (the same mainloop) under stream-K only, until tuned on its own"
+
+
+def stream_k_only(rules: tuple[Rule, ...]) -> tuple[Rule, ...]:
+    """`rules` with every split-K cluster schedule replaced by the same tile under stream-K."""
+    return tuple(replace(r, schedule=replace(r.schedule, cluster=(1, 1, 1))) for r in rules)
+
 
 #: u4 weights with a zero point per group and column (AWQ, GPTQ without sym) x bf16 activations.
-U4_BF16 = replace(U4B8_BF16, name="u4_bf16", weight="u4", rules_source=_BORROWED)
+U4_BF16 = replace(U4B8_BF16, name="u4_bf16", weight="u4", rules=stream_k_only(U4B8_BF16.rules),
+                  rules_source=_BORROWED)
 #: the same two weight types against fp16 activations (and fp16 scales, zero points and output).
-U4B8_FP16 = replace(U4B8_BF16, name="u4b8_fp16", activation="cutlass::half_t", rules_source=_BORROWED)
+U4B8_FP16 = replace(U4_BF16, name="u4b8_fp16", weight="u4b8", activation="cutlass::half_t")
 U4_FP16 = replace(U4_BF16, name="u4_fp16", activation="cutlass::half_t")
 
 # 8-bit codes (u8b128: GPTQ's symmetric 8-bit format; u8: zero points per group) run the same

@@ -11,6 +11,12 @@
     bf16 and stored with one TMA store; tiles split by stream-K are first reduced through the fp32
     workspace (stream_k.hpp).
 
+    ClusterK > 1: split-K over thread-block clusters instead of stream-K. Each tile is computed by
+    the ClusterK CTAs of one cluster, rank r taking the r-th of ClusterK equal k-ranges; the ranks
+    above 0 store their fp32 partials straight into rank 0's shared memory (st.async, counted by a
+    transaction barrier there), and rank 0 adds them in rank order (deterministic) and stores the
+    tile. No global scratch, no release/acquire round trips: for layers with fewer tiles than SMs.
+
     Programmatic dependent launch: a launch that allows it may start while the kernel before it in
     the stream is still finishing (on the SMs that kernel has left). Every CTA lets the next kernel
     start as soon as it runs; the weight producers start at once (the weight and scales are data
@@ -21,12 +27,14 @@
 
 #include <cuda.h>
 
+#include "cute/arch/cluster_sm90.hpp"
 #include "cute/arch/copy_sm90_desc.hpp"
 #include "cute/arch/copy_sm90_tma.hpp"
 #include "cute/tensor.hpp"
 #include "cutlass/arch/barrier.h"
 #include "cutlass/arch/reg_reconfig.h"
 
+#include "quantgemm/arch/mma_sync.hpp"
 #include "quantgemm/kernel/stream_k.hpp"
 
 // QUANTGEMM_TIMELINE: a diagnostic build in which every CTA prints when it started, got its first
@@ -54,9 +62,31 @@ CUTE_DEVICE uint64_t qg_globaltimer() {
   return t;
 }
 
-template <class Mainloop_>
+/// Stores 16 bytes into the shared memory of CTA `rank` of the cluster at `address` (an address in
+/// this CTA's shared memory window), completing that many transaction bytes on its barrier at
+/// `barrier` (likewise).
+CUTE_DEVICE void store_remote_v4(uint32_t address, float4 v, uint32_t barrier, uint32_t rank) {
+  uint32_t const to = cute::set_block_rank(address, rank);
+  uint32_t const bar = cute::set_block_rank(barrier, rank);
+  asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.v4.f32 [%0], {%1, %2, %3, %4}, [%5];\n"
+               ::"r"(to), "f"(v.x), "f"(v.y), "f"(v.z), "f"(v.w), "r"(bar)
+               : "memory");
+}
+
+/// Rank 0's landing place for the other ranks' partials (split-K over a cluster); nothing without.
+template <int Floats>
+struct ClusterPartials {
+  cute::array_aligned<float, Floats, 16> parts;  ///< [rank - 1][chunk][thread] float4
+  uint64_t parts_full;                           ///< every other rank's partial has landed
+};
+template <>
+struct ClusterPartials<0> {};
+
+template <class Mainloop_, int ClusterK_ = 1>
 struct Sm90GemmMixedInputStreamK {
   using Mainloop = Mainloop_;
+  static constexpr int ClusterK = ClusterK_;  ///< > 1: split-K over clusters of ClusterK CTAs
+  using Segments = cute::conditional_t<(ClusterK > 1), SplitSegment<ClusterK>, SegmentIterator>;
   using ElementOut = typename Mainloop::ElementOut;
   static constexpr int TileN = Mainloop::TileN;
   static constexpr int TileM = Mainloop::TileM;
@@ -93,7 +123,10 @@ struct Sm90GemmMixedInputStreamK {
     int M;
   };
 
-  struct SharedStorage {
+  /// ClusterK > 1: the partials of ranks 1 .. ClusterK - 1, as each consumer thread holds them
+  static constexpr int kPartFloats = ClusterK > 1 ? (ClusterK - 1) * kTileFloats : 0;
+
+  struct SharedStorage : ClusterPartials<kPartFloats> {
     typename Mainloop::SharedStorage mainloop;
     cute::array_aligned<ElementOut, TileM * TileN, 128> out;  // (TileM, TileN), n fastest
   };
@@ -105,12 +138,23 @@ struct Sm90GemmMixedInputStreamK {
     SharedStorage& s = *reinterpret_cast<SharedStorage*>(smem);
     int const warp_group = threadIdx.x / 128;
     if (threadIdx.x == 0) {
+      if constexpr (ClusterK > 1) {  // (fenced for the cluster by init_barriers)
+        cutlass::arch::ClusterTransactionBarrier::init(&s.parts_full, 1);
+      }
       Mainloop::init_barriers(s.mainloop);
+      if constexpr (ClusterK > 1) {
+        if (cute::block_rank_in_cluster() == 0) {
+          cutlass::arch::ClusterTransactionBarrier::arrive_and_expect_tx(&s.parts_full, kPartFloats * sizeof(float));
+        }
+      }
       cute::prefetch_tma_descriptor(&p.tma_act);
       cute::prefetch_tma_descriptor(&p.tma_out);
       allow_next_kernel();
     }
     __syncthreads();
+    if constexpr (ClusterK > 1) {
+      cute::cluster_arrive_relaxed();  // the other ranks wait for it before they store into rank 0
+    }
 
     int const tiles_n = p.work.tiles_n;
     if (warp_group == 0) {
@@ -120,7 +164,7 @@ struct Sm90GemmMixedInputStreamK {
       int const weight_producer = threadIdx.x == 0 ? 0 : (threadIdx.x == 96 ? 1 : -1);
       if (weight_producer >= 0 && weight_producer < Mainloop::kBlocksN) {  // block row weight_producer
         typename Mainloop::Pipeline pipe;
-        SegmentIterator segments(p.work, blockIdx.x);
+        Segments segments(p.work, blockIdx.x);
         for (WorkSegment seg; segments.next(seg);) {
           auto cursor = Mainloop::cursor(p.mainloop, seg.tile % tiles_n, weight_producer,
                                          seg.k_begin * Mainloop::kKBlocks);
@@ -131,14 +175,14 @@ struct Sm90GemmMixedInputStreamK {
       } else if (threadIdx.x == 64) {  // the activation producer
         wait_for_previous_kernel();
         typename Mainloop::Pipeline pipe;
-        SegmentIterator segments(p.work, blockIdx.x);
+        Segments segments(p.work, blockIdx.x);
         for (WorkSegment seg; segments.next(seg);) {
           int const m0 = (seg.tile / tiles_n) * TileM;
           for (int kb = seg.k_begin; kb < seg.k_end; ++kb) {
             Mainloop::load_act(&p.tma_act, s.mainloop, pipe, kb * Mainloop::TileK, m0);
           }
         }
-      } else if (threadIdx.x / 32 == 1) {
+      } else if (threadIdx.x / 32 == 1 && ClusterK == 1) {
         wait_for_previous_kernel();
         signal_partials(p, threadIdx.x % 32);
       }
@@ -149,14 +193,20 @@ struct Sm90GemmMixedInputStreamK {
       int const ct = threadIdx.x - 128;
       wait_for_previous_kernel();
       typename Mainloop::Pipeline pipe;
-      SegmentIterator segments(p.work, blockIdx.x);
+      Segments segments(p.work, blockIdx.x);
       QG_TIMELINE(int nseg = 0; if (ct == 0) { cutlass::arch::ClusterTransactionBarrier::wait(&s.mainloop.full[0], 0); }
                   tl[1] = qg_globaltimer();)
       for (WorkSegment seg; segments.next(seg);) {
         typename Mainloop::Accumulator accum;
         Mainloop::mma(p.mainloop, s.mainloop, pipe, seg.k_end - seg.k_begin, accum, ct);
         QG_TIMELINE(tl[2 + (nseg > 0)] = qg_globaltimer();)
-        if (seg.whole(p.work.iters) || reduce_partials(p, seg, accum, ct)) {
+        bool finished;
+        if constexpr (ClusterK > 1) {
+          finished = reduce_in_cluster(s, accum, ct);
+        } else {
+          finished = seg.whole(p.work.iters) || reduce_partials(p, seg, accum, ct);
+        }
+        if (finished) {
           store_tile(p, s, accum, seg.tile % tiles_n, seg.tile / tiles_n, ct);
         }
         QG_TIMELINE(tl[4] = qg_globaltimer(); ++nseg;)
@@ -261,6 +311,40 @@ struct Sm90GemmMixedInputStreamK {
             accum(4 * i + 3) += x[b][i].w;
           }
         }
+      }
+    }
+    return true;
+  }
+
+  /// Split-K over the cluster (ClusterK > 1): the ranks above 0 store their partials into rank 0's
+  /// shared memory and return false; rank 0 waits for all of them, adds them in rank order and
+  /// returns true.
+  CUTE_DEVICE static bool reduce_in_cluster(SharedStorage& s, typename Mainloop::Accumulator& accum, int ct) {
+    constexpr int kChunks = TileM * Mainloop::kBlocksN / 8;  // float4 chunks per thread
+    constexpr int kThreadsC = Mainloop::kConsumerThreads;
+    uint32_t const rank = cute::block_rank_in_cluster();
+    if (rank != 0) {
+      cute::cluster_wait();  // rank 0's barrier is initialized and armed
+      uint32_t const parts = smem_address(s.parts.data() + (rank - 1) * kTileFloats);
+      uint32_t const barrier = smem_address(&s.parts_full);
+      CUTE_UNROLL
+      for (int i = 0; i < kChunks; ++i) {
+        store_remote_v4(parts + (i * kThreadsC + ct) * 16,
+                        make_float4(accum(4 * i), accum(4 * i + 1), accum(4 * i + 2), accum(4 * i + 3)), barrier, 0);
+      }
+      return false;
+    }
+    cutlass::arch::ClusterTransactionBarrier::wait(&s.parts_full, 0);
+    float4 const* parts = reinterpret_cast<float4 const*>(s.parts.data());
+    CUTE_UNROLL
+    for (int r = 0; r < ClusterK - 1; ++r) {
+      CUTE_UNROLL
+      for (int i = 0; i < kChunks; ++i) {
+        float4 const x = parts[r * (kTileFloats / 4) + i * kThreadsC + ct];
+        accum(4 * i) += x.x;
+        accum(4 * i + 1) += x.y;
+        accum(4 * i + 2) += x.z;
+        accum(4 * i + 3) += x.w;
       }
     }
     return true;

@@ -11,6 +11,10 @@
     them and adds them in CTA order (deterministic). Every CTA does the same number of iterations,
     within one.
 
+    Split-K over clusters (make_split): no stream-K; every tile's iterations are cut into `split`
+    equal ranges, one per CTA of a cluster of `split` consecutive CTAs (rank r takes the r-th), which
+    add up their partials in the cluster's shared memory (the kernel's ClusterK). No scratch.
+
     Progress: a CTA waits only for higher-numbered CTAs, and only after publishing its own later
     piece, which comes first in its range. CTAs launch in index order, so of the CTAs resident at
     any time all but the highest finish; the wait can stall only while a single SM is free to the
@@ -58,6 +62,18 @@ struct StreamKDecomposition {
     if (sk_units * (d.sk_ctas + 1) >= kMaxUnitProduct) {
       d.grid = 0;
     }
+    return d;
+  }
+
+  /// Split-K over clusters (SplitSegment): tile t's k-iterations in `split` ranges, CTA split * t + r
+  /// taking the r-th; no stream-K tiles. grid == 0 when the grid would not fit a launch.
+  static StreamKDecomposition make_split(int tiles_n, int tiles_m, int iters, int split) {
+    StreamKDecomposition d;
+    d.tiles_n = tiles_n;
+    d.tiles_m = tiles_m;
+    d.iters = iters;
+    int64_t const grid = int64_t(tiles_n) * tiles_m * split;
+    d.grid = grid < (int64_t(1) << 31) ? int(grid) : 0;
     return d;
   }
 
@@ -110,6 +126,29 @@ class SegmentIterator {
   int tile_;
   uint32_t unit_;
   uint32_t end_;
+};
+
+/// The one piece of work of CTA `cta` under split-K over clusters of Split CTAs (make_split): range
+/// cta % Split of tile cta / Split, empty when the tile has fewer k-iterations than Split.
+template <int Split>
+class SplitSegment {
+ public:
+  CUTE_HOST_DEVICE SplitSegment(StreamKDecomposition const& d, int cta)
+      : tile_(cta / Split), begin_(cta % Split * d.iters / Split), end_((cta % Split + 1) * d.iters / Split) {}
+
+  CUTE_HOST_DEVICE bool next(WorkSegment& seg) {
+    if (tile_ < 0) {
+      return false;
+    }
+    seg = WorkSegment{tile_, begin_, end_, -1};
+    tile_ = -1;
+    return true;
+  }
+
+ private:
+  int tile_;
+  int begin_;
+  int end_;
 };
 
 }  // namespace quantgemm

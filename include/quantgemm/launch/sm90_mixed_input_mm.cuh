@@ -21,11 +21,12 @@ using Sm90MixedInputMainloop =
     cute::conditional_t<cute::is_same_v<Activation, cutlass::float_e4m3_t>, Sm90MmaW4A8<Element, TileN, TileM, Stages>,
                         Sm90MmaBulkTmaGmmaRsMixedInput<Weight, Element, TileN, TileM, TileK, Stages, ScaleRows>>;
 
-/// As many stages as fit beside the epilogue tile, at most 32.
-template <class Weight, class Element, int TileN, int TileM, int TileK, int ScaleRows, class Activation>
+/// As many stages as fit beside the epilogue tile (and, split over a cluster of ClusterK CTAs, the
+/// other ranks' partials), at most 32.
+template <class Weight, class Element, int TileN, int TileM, int TileK, int ScaleRows, class Activation, int ClusterK>
 constexpr int sm90_mixed_input_stages() {
   using Probe = Sm90MixedInputMainloop<Weight, Element, TileN, TileM, TileK, ScaleRows, Activation, 1>;
-  constexpr int kFixed = TileM * TileN * 2 + 2048;
+  constexpr int kFixed = TileM * TileN * 2 + 2048 + (ClusterK - 1) * TileM * TileN * 4;
   constexpr int kStages = (kSm90SharedMemoryBytes - kFixed) / int(Probe::kStageBytes + 16);
   return kStages < 32 ? kStages : 32;
 }
@@ -36,15 +37,16 @@ inline constexpr int kMinStreamKDepth = 256;
 /// One schedule; ScaleRows 2 is the variant for groups of 32 (two scale rows a 64-deep k-block),
 /// which takes group_size 32 only, and ScaleRows 1 every other group size. Activation e4m3: the W4A8
 /// kernels (u4b8 weights in the e4m3 layout, 128-deep stages, groups of a multiple of 128 or K; K and
-/// lda multiples of 16).
-template <class Weight, class Element, int TileN, int TileM, int TileK, int ScaleRows = 1, class Activation = Element>
+/// lda multiples of 16). ClusterK > 1: split-K over clusters of ClusterK CTAs instead of stream-K.
+template <class Weight, class Element, int TileN, int TileM, int TileK, int ScaleRows = 1, class Activation = Element,
+          int ClusterK = 1>
 LaunchResult launch_sm90_mixed_input_mm(MixedInputMmArgs const& x) {
   using Mainloop = Sm90MixedInputMainloop<
       Weight, Element, TileN, TileM, TileK, ScaleRows, Activation,
-      sm90_mixed_input_stages<Weight, Element, TileN, TileM, TileK, ScaleRows, Activation>()>;
+      sm90_mixed_input_stages<Weight, Element, TileN, TileM, TileK, ScaleRows, Activation, ClusterK>()>;
   constexpr bool kE4m3 = cute::is_same_v<Activation, cutlass::float_e4m3_t>;
   using BLayout = typename Mainloop::BLayout;
-  using Kernel = Sm90GemmMixedInputStreamK<Mainloop>;
+  using Kernel = Sm90GemmMixedInputStreamK<Mainloop, ClusterK>;
   static_assert(Kernel::kSharedBytes <= kSm90SharedMemoryBytes, "shared storage too large");
 
   LaunchResult result;
@@ -72,9 +74,11 @@ LaunchResult launch_sm90_mixed_input_mm(MixedInputMmArgs const& x) {
     result.cuda = cudaErrorNoKernelImageForDevice;
     return result;
   }
-  StreamKDecomposition const work = StreamKDecomposition::make(
-      (x.N + TileN - 1) / TileN, (x.M + TileM - 1) / TileM, (x.K + Mainloop::TileK - 1) / Mainloop::TileK, sms,
-      kMinStreamKDepth / Mainloop::TileK);
+  int const tiles_n = (x.N + TileN - 1) / TileN, tiles_m = (x.M + TileM - 1) / TileM;
+  int const iters = (x.K + Mainloop::TileK - 1) / Mainloop::TileK;
+  StreamKDecomposition const work =
+      ClusterK > 1 ? StreamKDecomposition::make_split(tiles_n, tiles_m, iters, ClusterK)
+                   : StreamKDecomposition::make(tiles_n, tiles_m, iters, sms, kMinStreamKDepth / Mainloop::TileK);
   if (!stream_k_scratch_fits(work, Kernel::kTileFloats, x, result)) {
     return result;
   }
@@ -125,7 +129,7 @@ LaunchResult launch_sm90_mixed_input_mm(MixedInputMmArgs const& x) {
   }
   // programmatic dependent launch (see the kernel): may start while the previous kernel in the
   // stream finishes; QUANTGEMM_PDL=0 in the environment turns it off
-  err = launch_kernel(kernel, work.grid, Kernel::kThreads, Kernel::kSharedBytes, x.stream, true, p);
+  err = launch_kernel(kernel, work.grid, Kernel::kThreads, Kernel::kSharedBytes, x.stream, true, p, ClusterK);
   if (err != cudaSuccess) {
     result.status = Status::kCudaError;
     result.cuda = err;

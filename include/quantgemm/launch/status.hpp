@@ -69,23 +69,32 @@ inline bool programmatic_launch_enabled() {
   return enabled;
 }
 
-/// Launches kernel<<<grid, threads, smem, stream>>>(args...), allowing programmatic dependent
-/// launch (the kernel may start while the previous kernel in the stream finishes) when
-/// `programmatic` and programmatic_launch_enabled().
-template <class... KernelArgs, class... Args>
+/// Launches kernel<<<grid, threads, smem, stream>>>(args), allowing programmatic dependent launch
+/// (the kernel may start while the previous kernel in the stream finishes) when `programmatic` and
+/// programmatic_launch_enabled(), in clusters of `cluster` consecutive CTAs when it is above 1.
+template <class... KernelArgs, class Args>
 cudaError_t launch_kernel(void (*kernel)(KernelArgs...), int grid, int threads, int smem, cudaStream_t stream,
-                          bool programmatic, Args const&... args) {
-  cudaLaunchAttribute attribute[1];
-  attribute[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attribute[0].val.programmaticStreamSerializationAllowed = 1;
+                          bool programmatic, Args const& args, int cluster = 1) {
+  cudaLaunchAttribute attribute[2];
+  int n = 0;
+  if (programmatic && programmatic_launch_enabled()) {
+    attribute[n].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attribute[n++].val.programmaticStreamSerializationAllowed = 1;
+  }
+  if (cluster > 1) {
+    attribute[n].id = cudaLaunchAttributeClusterDimension;
+    attribute[n].val.clusterDim.x = unsigned(cluster);
+    attribute[n].val.clusterDim.y = 1;
+    attribute[n++].val.clusterDim.z = 1;
+  }
   cudaLaunchConfig_t config = {};
   config.gridDim = dim3(grid);
   config.blockDim = dim3(threads);
   config.dynamicSmemBytes = size_t(smem);
   config.stream = stream;
   config.attrs = attribute;
-  config.numAttrs = programmatic && programmatic_launch_enabled() ? 1 : 0;
-  return cudaLaunchKernelEx(&config, kernel, args...);
+  config.numAttrs = unsigned(n);
+  return cudaLaunchKernelEx(&config, kernel, args);
 }
 
 }  // namespace quantgemm
