@@ -113,6 +113,21 @@ def test_malformed_rules_are_reported():
     assert any("tile_n" in p for p in problems) and any("tile_m" in p for p in problems)
 
 
+def test_split_k_clusters_are_c_by_1_by_1_and_borrowed_rules_run_stream_k():
+    assert Schedule(128, 8, 128, (4, 1, 1)).problems() == []
+    assert Schedule(256, 16, 128, (2, 1, 1)).problems() == []
+    for bad in ((3, 1, 1), (1, 2, 1), (8, 1, 1)):
+        assert any("cluster" in p for p in Schedule(128, 8, 128, bad).problems())
+    assert any(s.cluster != (1, 1, 1) for s in U4B8_BF16.schedules())
+    for family in FAMILIES:
+        if family.kind == "mixed_input" and family.name != "u4b8_bf16":
+            assert all(s.cluster == (1, 1, 1) for s in family.schedules()), family.name
+    u4 = next(f for f in FAMILIES if f.name == "u4_bf16")
+    assert [r.schedule.cluster for r in u4.rules] == [(1, 1, 1)] * len(U4B8_BF16.rules)
+    assert [(r.schedule.tile_n, r.schedule.tile_m, r.m_max, r.n_max, r.k_max) for r in u4.rules] == \
+        [(r.schedule.tile_n, r.schedule.tile_m, r.m_max, r.n_max, r.k_max) for r in U4B8_BF16.rules]
+
+
 def test_all_builds_every_candidate():
     files = generate.render(["all"])
     assert sorted(f for f in files if f.startswith("mm_")) == sorted(

@@ -105,6 +105,18 @@ def test_rejects_cpu_activations():
         quantgemm.mm(a, b, s, g)
 
 
+def test_exact_weight_follows_the_kernel():
+    # the mma.sync 8-token tiles and the sm80 / W4A8 layouts scale fp32 partial sums; the wgmma tiles round
+    assert mixed_input.exact_weight(1, 4096, 4096, schedule="u4b8_bf16_256x8x128_c1x1x1")
+    assert mixed_input.exact_weight(1, 4096, 4096, schedule="u4b8_bf16_128x8x128_c4x1x1")
+    assert mixed_input.exact_weight(4, 4096, 4096, schedule="u8_g32_fp16_256x8x64_c1x1x1")
+    assert not mixed_input.exact_weight(16, 4096, 4096, schedule="u4b8_bf16_256x16x128_c2x1x1")
+    assert not mixed_input.exact_weight(64, 4096, 4096, schedule="u4b8_bf16_128x64x128_c1x1x1")
+    assert mixed_input.exact_weight(64, 4096, 4096, layout="sm80", schedule="sm80_u4b8_bf16_256x32")
+    with pytest.raises(ValueError, match="not an sm90 mixed-input schedule"):
+        mixed_input.exact_weight(1, 4096, 4096, schedule="sm80_u4b8_bf16_256x8")
+
+
 def test_schedules_are_listed_and_selectable():
     names = quantgemm.supported_schedules()
     assert names and len(set(names)) == len(names)
