@@ -44,9 +44,36 @@ struct Convert8Bit {
   static_assert(sizeof(Element) == 0, "quantgemm: no 8-bit converter for this element type");
 };
 
+/// The loops over a thread's two words of an 8-bit converter (Derived: its exact_pair, Pair, Offset).
+template <class Derived>
+struct Convert8BitWords {
+  /// out[r] = Derived::exact_pair(r): the pair of values {2r, 2r + 1} minus their zero point, exact.
+  template <class Offset>
+  CUTE_DEVICE static void exact(uint32_t word0, uint32_t word1, Offset const (&offset)[4], uint32_t (&out)[4]) {
+    uint32_t const words[2] = {word0, word1};
+    CUTE_UNROLL
+    for (int r = 0; r < 4; ++r) {
+      auto const v = Derived::exact_pair(words, r, offset[r]);
+      out[r] = reinterpret_cast<uint32_t const&>(v);
+    }
+  }
+
+  /// out[r] = the pair of values {2r, 2r + 1} (rows of offset[r] and scale[r]).
+  template <class Offset, class Pair>
+  CUTE_DEVICE static void convert(uint32_t word0, uint32_t word1, Offset const (&offset)[4], Pair const (&scale)[4],
+                                  uint32_t (&out)[4]) {
+    uint32_t const words[2] = {word0, word1};
+    CUTE_UNROLL
+    for (int r = 0; r < 4; ++r) {
+      Pair const v = __hmul2(Derived::exact_pair(words, r, offset[r]), scale[r]);
+      out[r] = reinterpret_cast<uint32_t const&>(v);
+    }
+  }
+};
+
 /// fp16: the codes under the magic number 1024.
 template <>
-struct Convert8Bit<cutlass::half_t> {
+struct Convert8Bit<cutlass::half_t> : Convert8BitWords<Convert8Bit<cutlass::half_t>> {
   using B = Bits16<cutlass::half_t>;
   using Pair = __half2;
   using Offset = Pair;  ///< {-(1024 + zero), -(1024 + zero)}
@@ -65,27 +92,6 @@ struct Convert8Bit<cutlass::half_t> {
     return __hfma2(bits_as<Pair>(prmt(words[r / 2], kMagicBytes, selector)), bits_as<Pair>(B::kOne), offset);
   }
 
-  /// out[r] = exact_pair(r) (rows of offset[r]).
-  CUTE_DEVICE static void exact(uint32_t word0, uint32_t word1, Offset const (&offset)[4], uint32_t (&out)[4]) {
-    uint32_t const words[2] = {word0, word1};
-    CUTE_UNROLL
-    for (int r = 0; r < 4; ++r) {
-      Pair const v = exact_pair(words, r, offset[r]);
-      out[r] = reinterpret_cast<uint32_t const&>(v);
-    }
-  }
-
-  /// out[r] = the pair of values {2r, 2r + 1} (rows of offset[r] and scale[r]).
-  CUTE_DEVICE static void convert(uint32_t word0, uint32_t word1, Offset const (&offset)[4], Pair const (&scale)[4],
-                                  uint32_t (&out)[4]) {
-    uint32_t const words[2] = {word0, word1};
-    CUTE_UNROLL
-    for (int r = 0; r < 4; ++r) {
-      Pair const v = __hmul2(exact_pair(words, r, offset[r]), scale[r]);
-      out[r] = reinterpret_cast<uint32_t const&>(v);
-    }
-  }
-
   /// The offset of a zero point given as the bit pattern of an fp16 integer (low half).
   CUTE_DEVICE static Offset offset_of(uint32_t zero_bits) { return Convert4Bit<cutlass::half_t>::offset_of(zero_bits); }
   CUTE_DEVICE static Offset fixed_offset() { return bits_as<Pair>(kU8b128Offset); }
@@ -95,7 +101,7 @@ struct Convert8Bit<cutlass::half_t> {
 
 /// bf16: each code through fp32.
 template <>
-struct Convert8Bit<cutlass::bfloat16_t> {
+struct Convert8Bit<cutlass::bfloat16_t> : Convert8BitWords<Convert8Bit<cutlass::bfloat16_t>> {
   using Pair = __nv_bfloat162;
   using Offset = float;  ///< -(2^23 + zero)
   static constexpr uint32_t kMagicBytes = 0x4B000000u;  // fp32 2^23: its low 23 bits hold a code exactly
@@ -109,27 +115,6 @@ struct Convert8Bit<cutlass::bfloat16_t> {
     float const lo = __uint_as_float(prmt(words[r / 2], kMagicBytes, lo_selector)) + offset;
     float const hi = __uint_as_float(prmt(words[r / 2], kMagicBytes, hi_selector)) + offset;
     return __floats2bfloat162_rn(lo, hi);
-  }
-
-  /// out[r] = exact_pair(r) (rows of offset[r]).
-  CUTE_DEVICE static void exact(uint32_t word0, uint32_t word1, Offset const (&offset)[4], uint32_t (&out)[4]) {
-    uint32_t const words[2] = {word0, word1};
-    CUTE_UNROLL
-    for (int r = 0; r < 4; ++r) {
-      Pair const v = exact_pair(words, r, offset[r]);
-      out[r] = reinterpret_cast<uint32_t const&>(v);
-    }
-  }
-
-  /// out[r] = the pair of values {2r, 2r + 1} (rows of offset[r] and scale[r]).
-  CUTE_DEVICE static void convert(uint32_t word0, uint32_t word1, Offset const (&offset)[4], Pair const (&scale)[4],
-                                  uint32_t (&out)[4]) {
-    uint32_t const words[2] = {word0, word1};
-    CUTE_UNROLL
-    for (int r = 0; r < 4; ++r) {
-      Pair const v = __hmul2(exact_pair(words, r, offset[r]), scale[r]);
-      out[r] = reinterpret_cast<uint32_t const&>(v);
-    }
   }
 
   /// The offset of a zero point given as the bit pattern of a bf16 integer (low half).
