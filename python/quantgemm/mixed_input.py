@@ -432,8 +432,9 @@ def mm(a: torch.Tensor, b: PrepackedWeight, group_scales: torch.Tensor, group_si
     out: optional [M, N] destination in a's dtype (same stride rules as a); allocated by torch otherwise.
     schedule: a name from supported_schedules(b.weight_type, a.dtype, group_size) to override the heuristic.
     group_zeros: for u4 and u8 weights (and only for them), the zero points [K / group_size, N] as
-    integers (0..15, 0..255) in a's dtype, contiguous. The kernel computes (q - zero) exactly in bf16, then multiplies
-    by the scale (rounded once).
+    integers (0..15, 0..255) in a's dtype, contiguous. The kernel computes (q - zero) exactly; the
+    wgmma tiles multiply it by the scale in a's dtype (rounded once), the 8-token tiles (M up to 8)
+    apply the scale to fp32 partial sums instead (exact_weight tells which).
     channel_scales, token_scales: optional fp32 [N] and [M], contiguous: the fp32 sum is multiplied
     by channel_scales[n] * token_scales[m] before its one rounding to a's dtype.
     An act-order weight (prepack_b(..., perm=...)) costs one gather of a's columns (M x K) per call.
