@@ -26,6 +26,7 @@
 
 #include "quantgemm/arch/mma_sync.hpp"
 #include "quantgemm/collective/mma_sync_group_partials.hpp"
+#include "quantgemm/kernel/sm90_mixed_input_config.hpp"
 #include "quantgemm/layout/prepacked_b.hpp"
 #include "quantgemm/numeric/u4.hpp"
 #include "quantgemm/numeric/u8.hpp"
@@ -60,27 +61,29 @@ CUTE_DEVICE void alternate_buffers(int k_iters, Stage&& stage) {
 }
 
 template <class Weight, class ElementA_, int TileN_, int TileM_, int TileK_, int Stages_, int ScaleRows_ = 1>
-struct Sm90MmaBulkTmaGmmaRsMixedInput {
+struct Sm90MmaBulkTmaGmmaRsMixedInput : Sm90MixedInputTile<Weight, ElementA_, TileN_, TileM_, TileK_, ScaleRows_> {
   using ElementA = ElementA_;  // activations, scales, zero points and output
   using ElementOut = ElementA;
   static_assert(cute::is_same_v<ElementA, cutlass::bfloat16_t> || cute::is_same_v<ElementA, cutlass::half_t>,
                 "quantgemm: activations must be bf16 or fp16");
   static_assert(Weight::kBits == 4 || Weight::kBits == 8, "quantgemm: the mixed-input mainloop converts 4- or 8-bit codes");
 
+  /// the tile's constants, parameters and shared storage (kernel/sm90_mixed_input_config.hpp)
+  using Tile = Sm90MixedInputTile<Weight, ElementA, TileN_, TileM_, TileK_, ScaleRows_>;
+  using Tile::TileN, Tile::TileM, Tile::TileK, Tile::ScaleRows, Tile::kKBlocks, Tile::kBlocksN, Tile::kActBoxK,
+      Tile::kKBlockActBytes, Tile::kActBytes, Tile::kBlockScaleBytes, Tile::kGroupZeros, Tile::kStageBytes,
+      Tile::kConsumerThreads;
+  using Params = typename Tile::Params;
+  using SharedStorage = typename Tile::template Storage<Stages_>;
+
   using BLayout = PrepackedBLayout<Weight>;
-  static constexpr int TileN = TileN_;            // weight rows: the wgmma M
-  static constexpr int TileM = TileM_;            // activation rows: the wgmma N
-  static constexpr int TileK = TileK_;            // k per stage
-  static constexpr int kKBlocks = TileK / BLayout::kBlockK;  // prepacked k-blocks per stage
-  static_assert(kKBlocks * BLayout::kBlockK == TileK && (kKBlocks == 1 || kKBlocks == 2));
+  static_assert(BLayout::kBlockN == Tile::kBlockN && BLayout::kBlockK == Tile::kBlockK &&
+                BLayout::kBlockBytes == Tile::kBlockBytes && BLayout::kThreads == kConsumerThreads,
+                "the tile's blocks are the prepacked layout's");
   static constexpr int kKSteps = TileK / 16;
   static constexpr int Stages = Stages_;
-  static constexpr int kBlocksN = TileN / BLayout::kBlockN;  // prepacked blocks per stage
-  static_assert(kBlocksN * BLayout::kBlockN == TileN && (kBlocksN == 1 || kBlocksN == 2));
-  static constexpr int ScaleRows = ScaleRows_;  // group-scale (and zero-point) rows per k-block
   static_assert(ScaleRows == 1 || (ScaleRows == 2 && kKBlocks == 1 && BLayout::kKSteps % 2 == 0),
                 "two scale rows a k-block (groups of 32) are for 64-deep stages");
-  static constexpr int kConsumerThreads = BLayout::kThreads;
   static constexpr int kConsumerWarps = kConsumerThreads / 32;
   using Pipeline = PipelineState<Stages>;
 
@@ -92,7 +95,7 @@ struct Sm90MmaBulkTmaGmmaRsMixedInput {
                 "the prepacked layout must follow this MMA's register-sourced operand");
   static_assert(cute::size(TiledMma{}) == kConsumerThreads);
 
-  // (TileM, TileK, Stages), 128B-swizzled, K-major
+  // (TileM, TileK, Stages), 128B-swizzled, K-major: SharedStorage::act
   using SmemLayoutAct = decltype(cute::tile_to_shape(
       cute::SM90::GMMA::Layout_K_SW128_Atom<ElementA>{},
       cute::make_shape(cute::Int<TileM>{}, cute::Int<TileK>{}, cute::Int<Stages>{})));
@@ -101,37 +104,11 @@ struct Sm90MmaBulkTmaGmmaRsMixedInput {
   static_assert(cute::cosize_v<SmemLayoutAct> == TileM * TileK * Stages);
   static_assert(Stages == 1 || SmemLayoutAct{}.layout_b()(0, 0, 1) == TileM * TileK);
   static_assert(kKBlocks == 1 || SmemLayoutAct{}.layout_b()(0, BLayout::kBlockK, 0) == TileM * BLayout::kBlockK);
-  static constexpr int kActBoxK = BLayout::kBlockK;  // k of a TMA box of the activation (128 bytes)
-  static constexpr uint32_t kKBlockActBytes = TileM * BLayout::kBlockK * sizeof(ElementA);
-  static constexpr uint32_t kActBytes = kKBlocks * kKBlockActBytes;
-  static constexpr uint32_t kBlockScaleBytes = BLayout::kBlockN * sizeof(ElementA);
-  static constexpr bool kGroupZeros = Weight::kGroupZeros;  // a zero-point row beside each scale row
-  static constexpr uint32_t kStageBytes =
-      kKBlocks * kBlocksN * (BLayout::kBlockBytes + (kGroupZeros ? 2 : 1) * ScaleRows * kBlockScaleBytes) + kActBytes;
-
-  struct SharedStorage {
-    cute::array_aligned<ElementA, cute::cosize_v<SmemLayoutAct>, 1024> act;
-    cute::array_aligned<uint8_t, Stages * kKBlocks * kBlocksN * BLayout::kBlockBytes, 128> b;  // [stage][blk][kb]
-    cute::array_aligned<ElementA, Stages * kKBlocks * ScaleRows * TileN, 128> scales;  // [stage][kb][row][n]
-    cute::array_aligned<ElementA, kGroupZeros ? Stages * kKBlocks * ScaleRows * TileN : 8, 128> zeros;  // likewise
-    uint64_t full[Stages];
-    uint64_t empty[Stages];
-  };
 
   /// Where block row blk's k-block kb of a stage lies in SharedStorage::b (bytes).
   CUTE_HOST_DEVICE static constexpr int block_at(int stage, int kb, int blk) {
     return ((stage * kBlocksN + blk) * kKBlocks + kb) * BLayout::kBlockBytes;
   }
-
-  struct Params {
-    uint8_t const* b;          ///< prepacked weight, zero-padded to k_blocks x 64 columns and whole blocks of rows
-    ElementA const* scales;    ///< [groups, N]
-    ElementA const* zeros;     ///< [groups, N] zero points (weights with group zeros; else unused)
-    int N;
-    int k_blocks;              ///< prepacked k-blocks of a block row: ceil(K / 64)
-    int group_k_blocks;        ///< k-blocks a group spans (ScaleRows 2: 1, each block two groups)
-    int groups;                ///< scale rows
-  };
 
   using Accumulator = decltype(cute::partition_fragment_C(
       TiledMma{}, cute::Shape<cute::Int<TileN>, cute::Int<TileM>>{}));  // (MMA, kBlocksN, 1)

@@ -36,26 +36,28 @@
 namespace quantgemm {
 
 template <class ElementOut_, int TileN_, int TileM_, int Stages_>
-struct Sm90MmaW4A8 {
+struct Sm90MmaW4A8 : Sm90W4A8Tile<ElementOut_, TileN_, TileM_> {
   using ElementA = cutlass::float_e4m3_t;  // activations
   using ElementOut = ElementOut_;          // group scales and output
   using Weight = u4b8;
+  /// the tile's constants, parameters and shared storage (kernel/sm90_mixed_input_config.hpp)
+  using Tile = Sm90W4A8Tile<ElementOut, TileN_, TileM_>;
+  using Tile::TileN, Tile::TileM, Tile::TileK, Tile::kKBlocks, Tile::kBlocksN, Tile::kActBoxK, Tile::kActBytes,
+      Tile::kStageBytes, Tile::kConsumerThreads;
+  using SharedStorage = typename Tile::template Storage<Stages_>;
   using BLayout = PrepackedBLayoutE4m3;
-  static constexpr int TileN = TileN_;
-  static constexpr int TileM = TileM_;
-  static constexpr int TileK = 128;
+  static_assert(BLayout::kBlockN == Tile::kBlockN && BLayout::kBlockK == Tile::kBlockK &&
+                BLayout::kBlockBytes == Tile::kBlockBytes && BLayout::kThreads == kConsumerThreads,
+                "the tile's blocks are the prepacked layout's");
   static constexpr int Stages = Stages_;
-  static constexpr int kKBlocks = TileK / BLayout::kBlockK;
   static constexpr int kKSteps = TileK / 32;
-  static constexpr int kBlocksN = TileN / BLayout::kBlockN;
-  static_assert(kBlocksN * BLayout::kBlockN == TileN && (kBlocksN == 1 || kBlocksN == 2));
-  static constexpr int kConsumerThreads = BLayout::kThreads;
 
   /// The weight producers: the 16-bit mainloop's, whose blocks, scale rows and barriers are the same.
   using WeightStream = Sm90MmaBulkTmaGmmaRsMixedInput<Weight, ElementOut, TileN, TileM, TileK, Stages, 1>;
   static_assert(WeightStream::BLayout::kBlockBytes == BLayout::kBlockBytes);
   using Pipeline = typename WeightStream::Pipeline;
   using Params = typename WeightStream::Params;
+  static_assert(cute::is_same_v<Params, typename Tile::Params>);
   using LoadCursor = typename WeightStream::LoadCursor;
 
   using TiledMma = decltype(cute::make_tiled_mma(
@@ -65,24 +67,12 @@ struct Sm90MmaW4A8 {
   static_assert(cute::is_same_v<typename TiledMma::Atom::Traits::ALayout, typename BLayout::AtomALayout>,
                 "the prepacked layout must follow this MMA's register-sourced operand");
 
-  // (TileM, TileK, Stages), 128B-swizzled, K-major: one 128-byte row per token and stage
+  // (TileM, TileK, Stages), 128B-swizzled, K-major: one 128-byte row per token and stage (SharedStorage::act)
   using SmemLayoutAct = decltype(cute::tile_to_shape(
       cute::SM90::GMMA::Layout_K_SW128_Atom<ElementA>{},
       cute::make_shape(cute::Int<TileM>{}, cute::Int<TileK>{}, cute::Int<Stages>{})));
   static_assert(cute::cosize_v<SmemLayoutAct> == TileM * TileK * Stages);
   static_assert(Stages == 1 || SmemLayoutAct{}.layout_b()(0, 0, 1) == TileM * TileK);
-  static constexpr int kActBoxK = TileK;
-  static constexpr uint32_t kActBytes = TileM * TileK;
-  static constexpr uint32_t kStageBytes =
-      kKBlocks * kBlocksN * (BLayout::kBlockBytes + BLayout::kBlockN * sizeof(ElementOut)) + kActBytes;
-
-  struct SharedStorage {
-    cute::array_aligned<ElementA, cute::cosize_v<SmemLayoutAct>, 1024> act;
-    cute::array_aligned<uint8_t, Stages * kKBlocks * kBlocksN * BLayout::kBlockBytes, 128> b;  // [stage][blk][kb]
-    cute::array_aligned<ElementOut, Stages * kKBlocks * TileN, 128> scales;                    // [stage][kb][n]
-    uint64_t full[Stages];
-    uint64_t empty[Stages];
-  };
 
   using Accumulator = decltype(cute::partition_fragment_C(
       TiledMma{}, cute::Shape<cute::Int<TileN>, cute::Int<TileM>>{}));  // (MMA, kBlocksN, 1)

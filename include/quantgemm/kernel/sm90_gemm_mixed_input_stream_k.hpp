@@ -35,6 +35,9 @@
 #include "cutlass/arch/reg_reconfig.h"
 
 #include "quantgemm/arch/mma_sync.hpp"
+#include "quantgemm/collective/sm90_mma_bulk_tma_gmma_rs_mixed_input.hpp"
+#include "quantgemm/collective/sm90_mma_w4a8.hpp"
+#include "quantgemm/kernel/sm90_mixed_input_config.hpp"
 #include "quantgemm/kernel/stream_k.hpp"
 
 // QUANTGEMM_TIMELINE: a diagnostic build in which every CTA prints when it started, got its first
@@ -73,24 +76,25 @@ CUTE_DEVICE void store_remote_v4(uint32_t address, float4 v, uint32_t barrier, u
                : "memory");
 }
 
-/// Rank 0's landing place for the other ranks' partials (split-K over a cluster); nothing without.
-template <int Floats>
-struct ClusterPartials {
-  cute::array_aligned<float, Floats, 16> parts;  ///< [rank - 1][chunk][thread] float4
-  uint64_t parts_full;                           ///< every other rank's partial has landed
-};
-template <>
-struct ClusterPartials<0> {};
+/// The mainloop of a schedule: e4m3 activations take the W4A8 one, any other the 16-bit one.
+template <class Config>
+using Sm90MixedInputMainloop = cute::conditional_t<
+    Config::kE4m3, Sm90MmaW4A8<typename Config::Element, Config::TileN, Config::TileM, Config::kStages>,
+    Sm90MmaBulkTmaGmmaRsMixedInput<typename Config::Weight, typename Config::Element, Config::TileN, Config::TileM,
+                                   Config::Tile::TileK, Config::kStages, Config::ScaleRows>>;
 
-template <class Mainloop_, int ClusterK_ = 1>
+/// The device side of one schedule (kernel/sm90_mixed_input_config.hpp: what the host sees of it).
+template <class Config>
 struct Sm90GemmMixedInputStreamK {
-  using Mainloop = Mainloop_;
-  static constexpr int ClusterK = ClusterK_;  ///< > 1: split-K over clusters of ClusterK CTAs
+  using Mainloop = Sm90MixedInputMainloop<Config>;
+  static_assert(cute::is_same_v<typename Mainloop::SharedStorage,
+                                typename Config::Tile::template Storage<Config::kStages>>);
+  static constexpr int ClusterK = Config::ClusterK;  ///< > 1: split-K over clusters of ClusterK CTAs
   using Segments = cute::conditional_t<(ClusterK > 1), SplitSegment<ClusterK>, SegmentIterator>;
   using ElementOut = typename Mainloop::ElementOut;
   static constexpr int TileN = Mainloop::TileN;
   static constexpr int TileM = Mainloop::TileM;
-  static constexpr int kThreads = 128 + Mainloop::kConsumerThreads;
+  static constexpr int kThreads = Config::kThreads;
   // NOTE: tiles with 16 or more accumulator columns per block row need more than the 168 registers
   // a thread starts with and take them from the producer warpgroup; the narrowest keep them all,
   // so that nothing spills.
@@ -104,34 +108,16 @@ struct Sm90GemmMixedInputStreamK {
   static_assert(!kReconfigureRegisters ||
                 128 * kProducerRegisters + Mainloop::kConsumerThreads * kConsumerRegisters <= kThreads * kLaunchRegisters,
                 "register split exceeds the CTA's allocation");
-  static constexpr int kTileFloats = TileN * TileM;
   static constexpr uint32_t kEpilogueBarrier = 1;  // named barrier of the consumer threads
   // named barriers of the consumers and the stream-K signalling warp (warp 1)
   static constexpr uint32_t kPublishBarrier = 2;   // a later piece's partial is stored
   static constexpr uint32_t kReadyBarrier = 3;     // every later piece of the tile is published
   static constexpr int kSignalThreads = Mainloop::kConsumerThreads + 32;
 
-  struct Params {
-    CUtensorMap tma_act;  ///< a [M, K], box (64, TileM), 128B swizzle
-    CUtensorMap tma_out;  ///< out [M, N], box (TileN, TileM)
-    typename Mainloop::Params mainloop;
-    StreamKDecomposition work;
-    float* workspace;     ///< work.sk_slots() tiles of fp32 partials
-    int* counters;        ///< work.sk_tiles arrival counters, zero at rest
-    float const* channel_scales;  ///< [N] fp32 or nullptr: out[m, n] *= channel_scales[n]
-    float const* token_scales;    ///< [M] fp32 or nullptr: out[m, n] *= token_scales[m]
-    int M;
-  };
-
-  /// ClusterK > 1: the partials of ranks 1 .. ClusterK - 1, as each consumer thread holds them
-  static constexpr int kPartFloats = ClusterK > 1 ? (ClusterK - 1) * kTileFloats : 0;
-
-  struct SharedStorage : ClusterPartials<kPartFloats> {
-    typename Mainloop::SharedStorage mainloop;
-    cute::array_aligned<ElementOut, TileM * TileN, 128> out;  // (TileM, TileN), n fastest
-  };
-
-  static constexpr int kSharedBytes = int(sizeof(SharedStorage));
+  using Params = typename Config::Params;
+  using SharedStorage = typename Config::SharedStorage;
+  static constexpr int kTileFloats = Config::kTileFloats;
+  static constexpr int kPartFloats = Config::kPartFloats;
 
   CUTE_DEVICE static void run(Params const& p, char* smem) {
     QG_TIMELINE(uint64_t tl[6] = {qg_globaltimer()}; long long c0 = clock64();)
@@ -392,14 +378,5 @@ struct Sm90GemmMixedInputStreamK {
     }
   }
 };
-
-template <class Kernel>
-__global__ void __launch_bounds__(Kernel::kThreads, 1)
-    sm90_gemm_mixed_input_stream_k(__grid_constant__ typename Kernel::Params const params) {
-#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  extern __shared__ __align__(1024) char smem[];  // dynamic shared memory starts 1024-aligned
-  Kernel::run(params, smem);
-#endif
-}
 
 }  // namespace quantgemm
