@@ -283,10 +283,12 @@ U4B8_BF16 = with_rules(Family(
 ), RULES_DIR / "u4b8_bf16.json")
 
 # The other weight and activation types run the same mainloop (u4: one more shared-memory row, the
-# zero points, beside each scale row; fp16: other constants in the converter) and take the u4b8 x
-# bf16 rules until they are tuned on their own, each split-K cluster tile replaced by the same tile
-# under stream-K (to keep the default build's size); a rules file naming one of them replaces its rules.
-_BORROWED = "the u4b8_bf16 rules (the same mainloop) under stream-K only, until tuned on its own"
+# zero points, beside each scale row; fp16: other constants in the converter). u4 x bf16 has rules
+# of its own (its tuner timings up to M = 64, u4b8's beyond); the fp16 families take the bf16 rules
+# of their weight type until they are tuned on their own, each split-K cluster tile replaced by the
+# same tile under stream-K (to keep the default build's size); a rules file naming one of them
+# replaces its rules.
+_BORROWED = "the {} rules (the same mainloop) under stream-K only, until tuned on its own"
 
 
 def stream_k_only(rules: tuple[Rule, ...]) -> tuple[Rule, ...]:
@@ -295,11 +297,12 @@ def stream_k_only(rules: tuple[Rule, ...]) -> tuple[Rule, ...]:
 
 
 #: u4 weights with a zero point per group and column (AWQ, GPTQ without sym) x bf16 activations.
-U4_BF16 = replace(U4B8_BF16, name="u4_bf16", weight="u4", rules=stream_k_only(U4B8_BF16.rules),
-                  rules_source=_BORROWED)
+U4_BF16 = with_rules(replace(U4B8_BF16, name="u4_bf16", weight="u4"), RULES_DIR / "u4_bf16.json")
 #: the same two weight types against fp16 activations (and fp16 scales, zero points and output).
-U4B8_FP16 = replace(U4_BF16, name="u4b8_fp16", weight="u4b8", activation="cutlass::half_t")
-U4_FP16 = replace(U4_BF16, name="u4_fp16", activation="cutlass::half_t")
+U4B8_FP16 = replace(U4B8_BF16, name="u4b8_fp16", activation="cutlass::half_t", rules=stream_k_only(U4B8_BF16.rules),
+                    rules_source=_BORROWED.format("u4b8_bf16"))
+U4_FP16 = replace(U4_BF16, name="u4_fp16", activation="cutlass::half_t", rules=stream_k_only(U4_BF16.rules),
+                  rules_source=_BORROWED.format("u4_bf16"))
 
 # 8-bit codes (u8b128: GPTQ's symmetric 8-bit format; u8: zero points per group) run the same
 # mainloop with two 128-bit loads a block and PRMT converters (numeric/u8.hpp); 128-deep stages

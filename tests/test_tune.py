@@ -69,6 +69,21 @@ def test_from_csv_writes_a_rules_file_the_build_reads(tmp_path):
     assert {r.schedule for r in rules} <= set(U4B8_BF16.all_schedules())
 
 
+def test_borrowed_timings_are_read_as_the_familys_tiles_and_the_first_file_wins(tmp_path):
+    own, other = tmp_path / "own.csv", tmp_path / "other.csv"
+    for path, rows in ((own, [("u4_bf16_256x8x128_c1x1x1", 1, 10.0)]),
+                       (other, [("u4b8_bf16_256x8x128_c1x1x1", 1, 9.0), ("u4b8_bf16_128x128x64_c1x1x1", 4096, 500.0)])):
+        with open(path, "w", newline="") as f:
+            w = csv.writer(f)
+            w.writerow(["model", "layer", "N", "K", "M", "schedule", "us"])
+            for name, m, us in rows:
+                w.writerow(["x", "y", 4096, 4096, m, name, us])
+    timings = tune.read_csv([str(own), str(other)], "u4_bf16", "u4b8_bf16")
+    assert timings == {(1, 4096, 4096): {"u4_bf16_256x8x128_c1x1x1": 10.0},
+                       (4096, 4096, 4096): {"u4_bf16_128x128x64_c1x1x1": 500.0}}
+    assert "u4b8_bf16_256x8x128_c1x1x1" in tune.read_csv([str(other)])[(1, 4096, 4096)]
+
+
 def test_only_fitting_tiles_are_timed():
     assert tune.admissible(S["128x8x128"], 1) and not tune.admissible(S["128x64x128"], 1)
     assert tune.admissible(S["128x64x128"], 48) and tune.admissible(S["128x64x128"], 96)
@@ -111,14 +126,16 @@ def test_unknown_models_are_named():
 TUNING = Path(__file__).resolve().parent.parent / "docs" / "tuning"
 
 
-@pytest.mark.parametrize("family,pattern", [("u4b8_bf16", "h200-*.csv"), ("fp8_bf16", "fp8_bf16-h200.csv"),
-                                            ("fp8fast_bf16", "fp8fast_bf16-h200.csv"),
-                                            ("fp8block_bf16", "fp8block_bf16-h200.csv"),
-                                            ("u8b128_bf16", "u8b128_bf16-h200.csv"),
-                                            ("sm80_u4b8_bf16", "sm80_u4b8_bf16-h200.csv"),
-                                            ("u4b8_e4m3_bf16", "u4b8_e4m3_bf16-h200.csv")])
-def test_the_committed_rules_come_from_the_committed_timings(family, pattern):
-    timings = tune.read_csv(sorted(str(p) for p in TUNING.glob(pattern)))
+@pytest.mark.parametrize("family,patterns,timings_family", [
+    ("u4b8_bf16", ["h200-*.csv"], None), ("fp8_bf16", ["fp8_bf16-h200.csv"], None),
+    ("fp8fast_bf16", ["fp8fast_bf16-h200.csv"], None), ("fp8block_bf16", ["fp8block_bf16-h200.csv"], None),
+    ("u8b128_bf16", ["u8b128_bf16-h200.csv"], None), ("sm80_u4b8_bf16", ["sm80_u4b8_bf16-h200.csv"], None),
+    ("u4b8_e4m3_bf16", ["u4b8_e4m3_bf16-h200.csv"], None),
+    # u4 up to M = 64, then u4b8's timings of the same tiles
+    ("u4_bf16", ["u4_bf16-h200.csv", "h200-llama3.csv", "h200-other-models.csv"], "u4b8_bf16")])
+def test_the_committed_rules_come_from_the_committed_timings(family, patterns, timings_family):
+    paths = [str(p) for pattern in patterns for p in sorted(TUNING.glob(pattern))]
+    timings = tune.read_csv(paths, family, timings_family)
     rules = tune.synthesize(timings)
     fam = next(f for f in FAMILIES if f.name == family)
     committed = load_rules(RULES_DIR / f"{family}.json", family, fam.schedule_type)

@@ -148,13 +148,19 @@ def rules_json(rules: list[RuleSpec], source: str, family: str = FAMILY) -> str:
             + ",\n".join(lines) + "\n  ]\n}\n")
 
 
-def read_csv(paths: list[str]) -> Timings:
+def read_csv(paths: list[str], family: str | None = None, timings_family: str | None = None) -> Timings:
+    """The timings of the CSVs at `paths`, the first file's where several time one schedule on one
+    problem. With `timings_family`, schedules of that family are read as the same tiles of `family`
+    (a family without timings of its own in an M bucket borrows another's)."""
     timings: Timings = defaultdict(dict)
     for path in paths:
         with open(path, newline="") as f:
             for row in csv.DictReader(f):
                 key = (int(row["M"]), int(row["N"]), int(row["K"]))
-                timings[key].setdefault(row["schedule"], float(row["us"]))
+                name = row["schedule"]
+                if timings_family and name.startswith(timings_family + "_"):
+                    name = family + name[len(timings_family):]
+                timings[key].setdefault(name, float(row["us"]))
     return dict(timings)
 
 
@@ -272,15 +278,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--m", default=",".join(map(str, M_BUCKETS)), help="comma-separated M buckets")
     parser.add_argument("--group-size", type=int, default=128)
     parser.add_argument("--csv", default=None, help="write the timings here (model,layer,N,K,M,schedule,us)")
-    parser.add_argument("--from-csv", default=None, help="comma-separated timing CSVs: synthesize only, no GPU")
+    parser.add_argument("--from-csv", default=None, help="comma-separated timing CSVs: synthesize only, no GPU "
+                                                        "(a problem timed in several: the first file's)")
+    parser.add_argument("--timings-family", default=None,
+                        help="with --from-csv: read this family's schedules as --family's same tiles")
     parser.add_argument("--out", default=None, help="write the rules file here")
     parser.add_argument("--tolerance", type=float, default=0.03, help="regret accepted against the best schedule")
     parser.add_argument("--source", default=None, help="the rules file's source note")
     args = parser.parse_args(argv)
 
     if args.from_csv:
-        timings = read_csv([p for p in args.from_csv.split(",") if p])
-        source = args.source or f"python -m quantgemm.tune --from-csv {args.from_csv}"
+        timings = read_csv([p for p in args.from_csv.split(",") if p], args.family, args.timings_family)
+        borrowed = f" --timings-family {args.timings_family}" if args.timings_family else ""
+        source = args.source or f"python -m quantgemm.tune --family {args.family} --from-csv {args.from_csv}{borrowed}"
     else:
         import torch
 
