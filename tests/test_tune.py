@@ -84,6 +84,16 @@ def test_borrowed_timings_are_read_as_the_familys_tiles_and_the_first_file_wins(
     assert "u4b8_bf16_256x8x128_c1x1x1" in tune.read_csv([str(other)])[(1, 4096, 4096)]
 
 
+def test_fewest_schedules_keeps_the_ones_that_serve_every_problem_best():
+    timings = {(1, 4096, 4096): {"a": 10.0, "b": 11.0, "c": 30.0},
+               (1, 8192, 8192): {"a": 40.0, "b": 20.0, "c": 21.0},
+               (4096, 4096, 4096): {"c": 100.0}}  # only c serves it: c is kept before any regret counts
+    assert tune.fewest_schedules(timings, 1) == {(1, 4096, 4096): {"c": 30.0}, (1, 8192, 8192): {"c": 21.0},
+                                                 (4096, 4096, 4096): {"c": 100.0}}
+    assert set(tune.fewest_schedules(timings, 2)[(1, 4096, 4096)]) == {"a", "c"}
+    assert tune.fewest_schedules(timings, 5) == timings
+
+
 def test_only_fitting_tiles_are_timed():
     assert tune.admissible(S["128x8x128"], 1) and not tune.admissible(S["128x64x128"], 1)
     assert tune.admissible(S["128x64x128"], 48) and tune.admissible(S["128x64x128"], 96)
@@ -126,16 +136,21 @@ def test_unknown_models_are_named():
 TUNING = Path(__file__).resolve().parent.parent / "docs" / "tuning"
 
 
-@pytest.mark.parametrize("family,patterns,timings_family", [
-    ("u4b8_bf16", ["h200-*.csv"], None), ("fp8_bf16", ["fp8_bf16-h200.csv"], None),
-    ("fp8fast_bf16", ["fp8fast_bf16-h200.csv"], None), ("fp8block_bf16", ["fp8block_bf16-h200.csv"], None),
-    ("u8b128_bf16", ["u8b128_bf16-h200.csv"], None), ("sm80_u4b8_bf16", ["sm80_u4b8_bf16-h200.csv"], None),
-    ("u4b8_e4m3_bf16", ["u4b8_e4m3_bf16-h200.csv"], None),
+@pytest.mark.parametrize("family,patterns,timings_family,max_schedules", [
+    ("u4b8_bf16", ["h200-*.csv"], None, None), ("fp8_bf16", ["fp8_bf16-h200.csv"], None, None),
+    ("fp8fast_bf16", ["fp8fast_bf16-h200.csv"], None, None), ("fp8block_bf16", ["fp8block_bf16-h200.csv"], None, None),
+    ("u8b128_bf16", ["u8b128_bf16-h200.csv"], None, None), ("sm80_u4b8_bf16", ["sm80_u4b8_bf16-h200.csv"], None, None),
+    ("u4b8_e4m3_bf16", ["u4b8_e4m3_bf16-h200.csv"], None, None),
     # u4 up to M = 64, then u4b8's timings of the same tiles
-    ("u4_bf16", ["u4_bf16-h200.csv", "h200-llama3.csv", "h200-other-models.csv"], "u4b8_bf16")])
-def test_the_committed_rules_come_from_the_committed_timings(family, patterns, timings_family):
+    ("u4_bf16", ["u4_bf16-h200.csv", "h200-llama3.csv", "h200-other-models.csv"], "u4b8_bf16", None),
+    # fp16 output: the bf16 timings over fewer schedules
+    ("fp8fast_fp16", ["fp8fast_bf16-h200.csv"], "fp8fast_bf16", 6), ("fp8_fp16", ["fp8_bf16-h200.csv"], "fp8_bf16", 5)])
+def test_the_committed_rules_come_from_the_committed_timings(family, patterns, timings_family, max_schedules):
     paths = [str(p) for pattern in patterns for p in sorted(TUNING.glob(pattern))]
     timings = tune.read_csv(paths, family, timings_family)
+    if max_schedules:
+        timings = tune.fewest_schedules(timings, max_schedules)
+        assert len({s for t in timings.values() for s in t}) == max_schedules
     rules = tune.synthesize(timings)
     fam = next(f for f in FAMILIES if f.name == family)
     committed = load_rules(RULES_DIR / f"{family}.json", family, fam.schedule_type)

@@ -14,7 +14,10 @@ says how. Synthesis, per M bucket: for each schedule as the bucket's default, th
 is more than `tolerance` off the best get rules before it, bounded above on N and K, each the
 schedule within tolerance on every layer it takes and taking the most of them; the bucket keeps
 the default whose rules leave the least regret (then the fewest rules). Buckets with the same
-rules merge.
+rules merge. With `--max-schedules C`, synthesis first keeps the C schedules that serve the timed
+problems best together (chosen one at a time, each the one that most lowers the geometric mean,
+over every problem, of the best kept schedule's time over the best time), for a family whose build
+is to stay small.
 """
 
 from __future__ import annotations
@@ -113,6 +116,28 @@ def _bucket_rules(shapes: dict[tuple[int, int], dict[str, float]], tolerance: fl
         return left, len(rules)
 
     return min((decision_list(s) for s in names), key=lambda rules: (*cost(rules), rules[-1].schedule))
+
+
+def fewest_schedules(timings: Timings, count: int) -> Timings:
+    """`timings` restricted to the `count` schedules that serve them best together, chosen greedily:
+    each time the schedule that most lowers the summed log regret of the best kept schedule, a
+    problem that no kept schedule was timed on counting before any regret."""
+    names = sorted({s for t in timings.values() for s in t})
+    kept: list[str] = []
+
+    def cost(chosen: list[str]) -> tuple[int, float]:
+        uncovered, regret = 0, 0.0
+        for t in timings.values():
+            times = [t[s] for s in chosen if s in t]
+            if times:
+                regret += math.log(min(times) / min(t.values()))
+            else:
+                uncovered += 1
+        return uncovered, regret
+
+    while len(kept) < min(count, len(names)):
+        kept.append(min((s for s in names if s not in kept), key=lambda s: (cost(kept + [s]), s)))
+    return {key: {s: us for s, us in t.items() if s in kept} for key, t in timings.items()}
 
 
 def synthesize(timings: Timings, tolerance: float = 0.03) -> list[RuleSpec]:
@@ -285,6 +310,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", default=None, help="write the rules file here")
     parser.add_argument("--tolerance", type=float, default=0.03, help="regret accepted against the best schedule")
     parser.add_argument("--source", default=None, help="the rules file's source note")
+    parser.add_argument("--max-schedules", type=int, default=None,
+                        help="rules over at most this many schedules (fewest_schedules)")
     args = parser.parse_args(argv)
 
     if args.from_csv:
@@ -316,6 +343,10 @@ def main(argv: list[str] | None = None) -> int:
         group = f"group {args.group_size}, " if args.family.startswith(("u4", "u8", "sm80_")) else ""
         source = args.source or (f"python -m quantgemm.tune --family {args.family} on {torch.cuda.get_device_name()}, "
                                  f"{group}models {','.join(models)}")
+    if args.max_schedules:
+        timings = fewest_schedules(timings, args.max_schedules)
+        if not args.source:
+            source += f" --max-schedules {args.max_schedules}"
     rules = synthesize(timings, args.tolerance)
     text = rules_json(rules, source, args.family)
     if args.out:
