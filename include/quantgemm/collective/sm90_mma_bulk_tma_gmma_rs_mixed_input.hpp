@@ -70,9 +70,8 @@ struct Sm90MmaBulkTmaGmmaRsMixedInput : Sm90MixedInputTile<Weight, ElementA_, Ti
 
   /// the tile's constants, parameters and shared storage (kernel/sm90_mixed_input_config.hpp)
   using Tile = Sm90MixedInputTile<Weight, ElementA, TileN_, TileM_, TileK_, ScaleRows_>;
-  using Tile::TileN, Tile::TileM, Tile::TileK, Tile::ScaleRows, Tile::kKBlocks, Tile::kBlocksN, Tile::kActBoxK,
-      Tile::kKBlockActBytes, Tile::kActBytes, Tile::kBlockScaleBytes, Tile::kGroupZeros, Tile::kStageBytes,
-      Tile::kConsumerThreads;
+  using Tile::TileN, Tile::TileM, Tile::TileK, Tile::ScaleRows, Tile::kKBlocks, Tile::kBlocksN, Tile::kActBytes,
+      Tile::kGroupZeros, Tile::kConsumerThreads;
   using Params = typename Tile::Params;
   using SharedStorage = typename Tile::template Storage<Stages_>;
 

@@ -42,8 +42,7 @@ struct Sm90MmaW4A8 : Sm90W4A8Tile<ElementOut_, TileN_, TileM_> {
   using Weight = u4b8;
   /// the tile's constants, parameters and shared storage (kernel/sm90_mixed_input_config.hpp)
   using Tile = Sm90W4A8Tile<ElementOut, TileN_, TileM_>;
-  using Tile::TileN, Tile::TileM, Tile::TileK, Tile::kKBlocks, Tile::kBlocksN, Tile::kActBoxK, Tile::kActBytes,
-      Tile::kStageBytes, Tile::kConsumerThreads;
+  using Tile::TileN, Tile::TileM, Tile::TileK, Tile::kKBlocks, Tile::kBlocksN, Tile::kActBytes, Tile::kConsumerThreads;
   using SharedStorage = typename Tile::template Storage<Stages_>;
   using BLayout = PrepackedBLayoutE4m3;
   static_assert(BLayout::kBlockN == Tile::kBlockN && BLayout::kBlockK == Tile::kBlockK &&
