@@ -279,7 +279,7 @@ U4B8_BF16 = with_rules(Family(
                      if not (k == 128 and m * n // 128 > 64))
     + (_tile(128, 128), _tile(128, 256), _tile(256, 128))
     # split-K over a cluster, for layers with fewer tiles than SMs
-    + tuple(_tile(n, m, 128, c) for n in (128, 256) for m in (8, 16, 32) for c in (2, 4) if m * n // 128 <= 64),
+    + tuple(_tile(n, m, 128, c) for n in (128, 256) for m in (8, 16, 32, 64) for c in (2, 4) if m * n // 128 <= 64),
 ), RULES_DIR / "u4b8_bf16.json")
 
 # The other weight and activation types run the same mainloop (u4: one more shared-memory row, the
@@ -307,12 +307,15 @@ U4_FP16 = replace(U4_BF16, name="u4_fp16", activation="cutlass::half_t", rules=s
 # 8-bit codes (u8b128: GPTQ's symmetric 8-bit format; u8: zero points per group) run the same
 # mainloop with two 128-bit loads a block and PRMT converters (numeric/u8.hpp); 128-deep stages
 # spill there, so their space is the 64-deep tiles.
-U8_SPACE = tuple(_tile(n, m) for n in (128, 256) for m in (8, 16, 32, 64)) + (_tile(128, 128), _tile(128, 256))
+U8_SPACE = (tuple(_tile(n, m) for n in (128, 256) for m in (8, 16, 32, 64)) + (_tile(128, 128), _tile(128, 256))
+            # split-K over a cluster, for layers with fewer tiles than SMs
+            + tuple(_tile(n, m, 64, c) for n in (128, 256) for m in (8, 16, 32, 64) for c in (2, 4) if m * n // 128 <= 64))
 U8B128_BF16 = with_rules(Family(name="u8b128_bf16", weight="u8b128", space=U8_SPACE),
                          RULES_DIR / "u8b128_bf16.json")
-_BORROWED_U8 = "the u8b128_bf16 rules (the same mainloop), until tuned on its own"
-U8_BF16 = replace(U8B128_BF16, name="u8_bf16", weight="u8", rules_source=_BORROWED_U8)
-U8B128_FP16 = replace(U8B128_BF16, name="u8b128_fp16", activation="cutlass::half_t", rules_source=_BORROWED_U8)
+_BORROWED_U8 = _BORROWED.format("u8b128_bf16")
+U8_BF16 = replace(U8B128_BF16, name="u8_bf16", weight="u8", rules=stream_k_only(U8B128_BF16.rules),
+                  rules_source=_BORROWED_U8)
+U8B128_FP16 = replace(U8_BF16, name="u8b128_fp16", weight="u8b128", activation="cutlass::half_t")
 U8_FP16 = replace(U8_BF16, name="u8_fp16", activation="cutlass::half_t")
 
 
