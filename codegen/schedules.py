@@ -309,7 +309,8 @@ U4_FP16 = replace(U4_BF16, name="u4_fp16", activation="cutlass::half_t", rules=s
 # spill there, so their space is the 64-deep tiles.
 U8_SPACE = (tuple(_tile(n, m) for n in (128, 256) for m in (8, 16, 32, 64)) + (_tile(128, 128), _tile(128, 256))
             # split-K over a cluster, for layers with fewer tiles than SMs
-            + tuple(_tile(n, m, 64, c) for n in (128, 256) for m in (8, 16, 32, 64) for c in (2, 4) if m * n // 128 <= 64))
+            + tuple(_tile(n, m, 64, c) for n in (128, 256) for m in (8, 16, 32, 64) for c in (2, 4)
+                    if m * n // 128 <= 64))
 U8B128_BF16 = with_rules(Family(name="u8b128_bf16", weight="u8b128", space=U8_SPACE),
                          RULES_DIR / "u8b128_bf16.json")
 _BORROWED_U8 = _BORROWED.format("u8b128_bf16")
