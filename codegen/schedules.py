@@ -306,7 +306,8 @@ U4_FP16 = replace(U4_BF16, name="u4_fp16", activation="cutlass::half_t", rules=s
 
 # 8-bit codes (u8b128: GPTQ's symmetric 8-bit format; u8: zero points per group) run the same
 # mainloop with two 128-bit loads a block and PRMT converters (numeric/u8.hpp); 128-deep stages
-# spill there, so their space is the 64-deep tiles.
+# spill there, so their space is the 64-deep tiles. u8b128 x bf16 has rules from the tuner; the
+# other three 8-bit families take them under stream-K, as the fp16 4-bit families do.
 U8_SPACE = (tuple(_tile(n, m) for n in (128, 256) for m in (8, 16, 32, 64)) + (_tile(128, 128), _tile(128, 256))
             # split-K over a cluster, for layers with fewer tiles than SMs
             + tuple(_tile(n, m, 64, c) for n in (128, 256) for m in (8, 16, 32, 64) for c in (2, 4)
