@@ -271,15 +271,19 @@ def _tile(n: int, m: int, k: int = 64, split: int = 1) -> Schedule:
     return Schedule(tile_n=n, tile_m=m, tile_k=k, cluster=(split, 1, 1))
 
 
+def _split_k_tiles(k: int) -> tuple[Schedule, ...]:
+    """Split-K over a cluster of 2 or 4, for layers with fewer tiles than SMs: tiles of 8 to 64
+    tokens with k-deep stages, as many as leave room for the partials (m * n / 128 <= 64)."""
+    return tuple(_tile(n, m, k, c) for n in (128, 256) for m in (8, 16, 32, 64) for c in (2, 4) if m * n // 128 <= 64)
+
+
 #: u4b8 weights (GPTQ symmetric 4-bit) x bf16 activations, group scales in the K loop.
 U4B8_BF16 = with_rules(Family(
     name="u4b8_bf16",
     weight="u4b8",
     space=tuple(_tile(n, m, k) for n in (128, 256) for m in (8, 16, 32, 64) for k in (64, 128)
                      if not (k == 128 and m * n // 128 > 64))
-    + (_tile(128, 128), _tile(128, 256), _tile(256, 128))
-    # split-K over a cluster, for layers with fewer tiles than SMs
-    + tuple(_tile(n, m, 128, c) for n in (128, 256) for m in (8, 16, 32, 64) for c in (2, 4) if m * n // 128 <= 64),
+    + (_tile(128, 128), _tile(128, 256), _tile(256, 128)) + _split_k_tiles(128),
 ), RULES_DIR / "u4b8_bf16.json")
 
 # The other weight and activation types run the same mainloop (u4: one more shared-memory row, the
@@ -309,9 +313,7 @@ U4_FP16 = replace(U4_BF16, name="u4_fp16", activation="cutlass::half_t", rules=s
 # spill there, so their space is the 64-deep tiles. u8b128 x bf16 has rules from the tuner; the
 # other three 8-bit families take them under stream-K, as the fp16 4-bit families do.
 U8_SPACE = (tuple(_tile(n, m) for n in (128, 256) for m in (8, 16, 32, 64)) + (_tile(128, 128), _tile(128, 256))
-            # split-K over a cluster, for layers with fewer tiles than SMs
-            + tuple(_tile(n, m, 64, c) for n in (128, 256) for m in (8, 16, 32, 64) for c in (2, 4)
-                    if m * n // 128 <= 64))
+            + _split_k_tiles(64))
 U8B128_BF16 = with_rules(Family(name="u8b128_bf16", weight="u8b128", space=U8_SPACE),
                          RULES_DIR / "u8b128_bf16.json")
 _BORROWED_U8 = _BORROWED.format("u8b128_bf16")
