@@ -25,7 +25,7 @@ MIXED_INPUT_TILE_M = (8, 16, 32, 64, 128, 256)
 
 #: CTAs a tile's k is split over (a thread-block cluster, partials reduced in its shared memory);
 #: 1: stream-K over the whole grid
-MIXED_INPUT_CLUSTER_K = (1, 2, 4)
+MIXED_INPUT_CLUSTER_K = (1, 2, 3, 4)
 
 
 @dataclass(frozen=True, order=True)
@@ -272,18 +272,21 @@ def _tile(n: int, m: int, k: int = 64, split: int = 1) -> Schedule:
 
 
 def _split_k_tiles(k: int) -> tuple[Schedule, ...]:
-    """Split-K over a cluster of 2 or 4, for layers with fewer tiles than SMs: tiles of 8 to 64
+    """Split-K over a cluster of 2, 3 or 4, for layers with fewer tiles than SMs: tiles of 8 to 64
     tokens with k-deep stages, as many as leave room for the partials (m * n / 128 <= 64)."""
-    return tuple(_tile(n, m, k, c) for n in (128, 256) for m in (8, 16, 32, 64) for c in (2, 4) if m * n // 128 <= 64)
+    return tuple(_tile(n, m, k, c) for n in (128, 256) for m in (8, 16, 32, 64) for c in (2, 3, 4)
+                 if m * n // 128 <= 64)
 
+
+#: Stream-K tiles of 8 to 64 tokens, 64- or 128-deep (128: where two A buffers fit, m * n / 128 <= 64).
+_NARROW_TILES = tuple(_tile(n, m, k) for n in (128, 256) for m in (8, 16, 32, 64) for k in (64, 128)
+                      if not (k == 128 and m * n // 128 > 64))
 
 #: u4b8 weights (GPTQ symmetric 4-bit) x bf16 activations, group scales in the K loop.
 U4B8_BF16 = with_rules(Family(
     name="u4b8_bf16",
     weight="u4b8",
-    space=tuple(_tile(n, m, k) for n in (128, 256) for m in (8, 16, 32, 64) for k in (64, 128)
-                     if not (k == 128 and m * n // 128 > 64))
-    + (_tile(128, 128), _tile(128, 256), _tile(256, 128)) + _split_k_tiles(128),
+    space=_NARROW_TILES + (_tile(128, 128), _tile(128, 256), _tile(256, 128)) + _split_k_tiles(128),
 ), RULES_DIR / "u4b8_bf16.json")
 
 # The other weight and activation types run the same mainloop (u4: one more shared-memory row, the
@@ -309,11 +312,12 @@ U4_FP16 = replace(U4_BF16, name="u4_fp16", activation="cutlass::half_t", rules=s
                   rules_source=_BORROWED.format("u4_bf16"))
 
 # 8-bit codes (u8b128: GPTQ's symmetric 8-bit format; u8: zero points per group) run the same
-# mainloop with two 128-bit loads a block and PRMT converters (numeric/u8.hpp); 128-deep stages
-# spill there, so their space is the 64-deep tiles. u8b128 x bf16 has rules from the tuner; the
-# other three 8-bit families take them under stream-K, as the fp16 4-bit families do.
-U8_SPACE = (tuple(_tile(n, m) for n in (128, 256) for m in (8, 16, 32, 64)) + (_tile(128, 128), _tile(128, 256))
-            + _split_k_tiles(64))
+# mainloop with two 128-bit loads a block and PRMT converters (numeric/u8.hpp), with split-K tiles
+# 64- and 128-deep (but for 256 x 32 x 128 over 4 CTAs: its three ranks' partials leave room for
+# two 8-bit stages, and the mainloop needs three). u8b128 x bf16 has rules from the tuner; the other
+# three 8-bit families take them under stream-K, as the fp16 4-bit families do.
+U8_SPACE = (_NARROW_TILES + (_tile(128, 128), _tile(128, 256)) + _split_k_tiles(64)
+            + tuple(s for s in _split_k_tiles(128) if s != _tile(256, 32, 128, 4)))
 U8B128_BF16 = with_rules(Family(name="u8b128_bf16", weight="u8b128", space=U8_SPACE),
                          RULES_DIR / "u8b128_bf16.json")
 _BORROWED_U8 = _BORROWED.format("u8b128_bf16")

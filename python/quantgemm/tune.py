@@ -331,7 +331,7 @@ def main(argv: list[str] | None = None) -> int:
         except ValueError as e:
             parser.error(str(e))
         ms = [int(x) for x in args.m.split(",") if x.strip()]
-        f = open(args.csv, "w", newline="") if args.csv else None
+        f = open(args.csv, "w", newline="", buffering=1) if args.csv else None  # line-buffered: a cut run keeps its rows
         try:
             writer = csv.writer(f) if f else None
             if writer:

@@ -237,6 +237,8 @@ struct Sm90MmaBulkTmaGmmaRsMixedInput : Sm90MixedInputTile<Weight, ElementA_, Ti
   // sets (summed at the end, in a fixed order): a chain of short wgmmas on one accumulator would
   // run at the wgmma's latency rather than its throughput.
   static constexpr int kABuffers = 2;
+  // the consumers hold the kABuffers stages their wgmmas read while they wait for the next one
+  static_assert(Stages > kABuffers, "a tile needs room for three stages beside its epilogue and partials");
   // a thread's 128-bit loads of each block, and the converter of its codes
   static constexpr int kLoads = BLayout::kLoads;
   using Convert = cute::conditional_t<Weight::kBits == 4, Convert4Bit<ElementA>, Convert8Bit<ElementA>>;
