@@ -71,48 +71,49 @@ def admissible(schedule: str, m: int) -> bool:
 def _bucket_rules(shapes: dict[tuple[int, int], dict[str, float]], tolerance: float) -> list[RuleSpec]:
     """The decision list (without M bounds) for one M bucket."""
     names = sorted({s for t in shapes.values() for s in t})
-
-    def regret(s: str, shape: tuple[int, int]) -> float:
-        t = shapes[shape]
-        return t[s] / min(t.values()) - 1 if s in t else math.inf
-
-    def total(s: str, among) -> float:
-        return sum(regret(s, sh) for sh in among)
-
-    ns = sorted({n for n, _ in shapes}) + [None]
-    ks = sorted({k for _, k in shapes}) + [None]
+    layers = list(shapes)  # the layers by index, in the timings' order
+    best = [min(t.values()) for t in shapes.values()]
+    regret = {s: [t[s] / b - 1 if s in t else math.inf for t, b in zip(shapes.values(), best)] for s in names}
+    ns = sorted({n for n, _ in layers}) + [None]
+    ks = sorted({k for _, k in layers}) + [None]
+    bounds = [(n_max, k_max) for n_max in ns for k_max in ks if n_max is not None or k_max is not None]
+    # the layers each bounded rule covers, and the schedules within tolerance on each layer
+    covered = {nk: [i for i, sh in enumerate(layers) if RuleSpec("", None, *nk).covers(*sh)] for nk in bounds}
+    within = {s: [r <= tolerance for r in regret[s]] for s in names}
 
     def decision_list(default: str) -> list[RuleSpec]:
         rules: list[RuleSpec] = []
-        undecided = [sh for sh in sorted(shapes) if regret(default, sh) > tolerance]
+        free = [True] * len(layers)  # not covered by any rule yet
+        undecided = {i for i, r in enumerate(regret[default]) if r > tolerance}
         while undecided:
-            best, best_key = None, None
+            pick, pick_key = None, None
             for s in names:
-                for n_max in ns:
-                    for k_max in ks:
-                        if n_max is None and k_max is None:
-                            continue
-                        rule = RuleSpec(s, None, n_max, k_max)
-                        taken = [sh for sh in shapes if rule.covers(*sh) and not any(r.covers(*sh) for r in rules)]
-                        if not taken or any(regret(s, sh) > tolerance for sh in taken):
-                            continue
-                        gain = sum(sh in undecided for sh in taken)
-                        key = (-gain, n_max is not None and k_max is not None, total(s, taken), s, n_max or 0,
-                               k_max or 0)
-                        if gain and (best_key is None or key < best_key):
-                            best, best_key = rule, key
-            if best is None:
+                ok, reg = within[s], regret[s]
+                for n_max, k_max in bounds:
+                    taken = [i for i in covered[n_max, k_max] if free[i]]
+                    if not taken or not all(ok[i] for i in taken):
+                        continue
+                    gain = sum(i in undecided for i in taken)
+                    if not gain:
+                        continue
+                    key = (-gain, n_max is not None and k_max is not None, sum(reg[i] for i in taken), s,
+                           n_max or 0, k_max or 0)
+                    if pick_key is None or key < pick_key:
+                        pick, pick_key = RuleSpec(s, None, n_max, k_max), key
+            if pick is None:
                 break  # what is left is served by the default, off by more than the tolerance
-            rules.append(best)
-            undecided = [sh for sh in undecided if not best.covers(*sh)]
+            rules.append(pick)
+            for i in covered[pick.n_max, pick.k_max]:
+                free[i] = False
+            undecided -= set(covered[pick.n_max, pick.k_max])
         # a default that serves no measured layer would only guess for unmeasured ones: the last
         # bounded rule, which serves measured layers, becomes the catch-all instead
-        if rules and not any(all(not r.covers(*sh) for r in rules) for sh in shapes):
+        if rules and not any(free):
             return rules[:-1] + [RuleSpec(rules[-1].schedule)]
         return rules + [RuleSpec(default)]
 
     def cost(rules: list[RuleSpec]) -> tuple[float, int]:
-        left = sum(regret(next(r for r in rules if r.covers(*sh)).schedule, sh) for sh in shapes)
+        left = sum(regret[next(r for r in rules if r.covers(*sh)).schedule][i] for i, sh in enumerate(layers))
         return left, len(rules)
 
     return min((decision_list(s) for s in names), key=lambda rules: (*cost(rules), rules[-1].schedule))
