@@ -119,16 +119,18 @@ def test_split_k_clusters_are_c_by_1_by_1_and_borrowed_rules_run_stream_k():
     assert Schedule(128, 64, 128, (3, 1, 1)).problems() == []
     for bad in ((5, 1, 1), (1, 2, 1), (8, 1, 1)):
         assert any("cluster" in p for p in Schedule(128, 8, 128, bad).problems())
-    tuned = {"u4b8_bf16", "u4_bf16", "u8b128_bf16"}  # the families with split-K cluster tiles in their rules
+    tuned = {"u4b8_bf16", "u4_bf16", "u8b128_bf16", "u8_bf16"}  # the families with split-K cluster tiles in their rules
     by_name = {f.name: f for f in FAMILIES}
     for name in tuned:
         assert any(s.cluster != (1, 1, 1) for s in by_name[name].schedules())
     for family in FAMILIES:
         if family.kind == "mixed_input" and family.name not in tuned:
             assert all(s.cluster == (1, 1, 1) for s in family.schedules()), family.name
+    # u8 x bf16 takes u8b128 x bf16's rules as they are
+    assert by_name["u8_bf16"].rules == by_name["u8b128_bf16"].rules
     # the fp16 families borrow their weight type's bf16 rules (the 8-bit ones u8b128 x bf16's), the same tiles
     # and bounds under stream-K
-    for fp16, bf16 in (("u4b8_fp16", "u4b8_bf16"), ("u4_fp16", "u4_bf16"), ("u8_bf16", "u8b128_bf16"),
+    for fp16, bf16 in (("u4b8_fp16", "u4b8_bf16"), ("u4_fp16", "u4_bf16"),
                        ("u8b128_fp16", "u8b128_bf16"), ("u8_fp16", "u8b128_bf16")):
         assert [(r.schedule.tile_n, r.schedule.tile_m, r.m_max, r.n_max, r.k_max) for r in by_name[fp16].rules] == \
             [(r.schedule.tile_n, r.schedule.tile_m, r.m_max, r.n_max, r.k_max) for r in by_name[bf16].rules]
