@@ -314,20 +314,17 @@ U4_FP16 = replace(U4_BF16, name="u4_fp16", activation="cutlass::half_t", rules=s
 # 8-bit codes (u8b128: GPTQ's symmetric 8-bit format; u8: zero points per group) run the same
 # mainloop with two 128-bit loads a block and PRMT converters (numeric/u8.hpp), with split-K tiles
 # 64- and 128-deep (but for 256 x 32 x 128 over 4 CTAs: its three ranks' partials leave room for
-# two 8-bit stages, and the mainloop needs three). u8b128 x bf16 has rules from the tuner; the fp16
-# 8-bit families take them under stream-K, as the fp16 4-bit families do.
+# two 8-bit stages, and the mainloop needs three). u8b128 x bf16 and u8 x bf16 have rules from the
+# tuner; the fp16 8-bit families take their weight type's under stream-K, as the fp16 4-bit ones do.
 U8_SPACE = (_NARROW_TILES + (_tile(128, 128), _tile(128, 256)) + _split_k_tiles(64)
             + tuple(s for s in _split_k_tiles(128) if s != _tile(256, 32, 128, 4)))
 U8B128_BF16 = with_rules(Family(name="u8b128_bf16", weight="u8b128", space=U8_SPACE),
                          RULES_DIR / "u8b128_bf16.json")
-_BORROWED_U8 = _BORROWED.format("u8b128_bf16")
-# u8 x bf16 takes the u8b128 x bf16 rules as they are, split-K tiles included (the same mainloop and
-# tiles, one zero-point row beside each scale row).
-U8_BF16 = replace(U8B128_BF16, name="u8_bf16", weight="u8",
-                  rules_source="the u8b128_bf16 rules (the same mainloop and tiles), until tuned on its own")
+U8_BF16 = with_rules(replace(U8B128_BF16, name="u8_bf16", weight="u8"), RULES_DIR / "u8_bf16.json")
 U8B128_FP16 = replace(U8B128_BF16, name="u8b128_fp16", activation="cutlass::half_t",
-                      rules=stream_k_only(U8B128_BF16.rules), rules_source=_BORROWED_U8)
-U8_FP16 = replace(U8B128_FP16, name="u8_fp16", weight="u8")
+                      rules=stream_k_only(U8B128_BF16.rules), rules_source=_BORROWED.format("u8b128_bf16"))
+U8_FP16 = replace(U8_BF16, name="u8_fp16", activation="cutlass::half_t", rules=stream_k_only(U8_BF16.rules),
+                  rules_source=_BORROWED.format("u8_bf16"))
 
 
 def group32(family: Family) -> Family:

@@ -140,6 +140,8 @@ TUNING = Path(__file__).resolve().parent.parent / "docs" / "tuning"
     ("u4b8_bf16", ["h200-*.csv"], None, None), ("fp8_bf16", ["fp8_bf16-h200.csv"], None, None),
     ("fp8fast_bf16", ["fp8fast_bf16-h200.csv"], None, 9), ("fp8block_bf16", ["fp8block_bf16-h200.csv"], None, 6),
     ("u8b128_bf16", ["u8b128_bf16-h200-decode.csv", "u8b128_bf16-h200.csv"], None, None),
+    # u8 up to M = 64, then u8b128's timings of the same tiles
+    ("u8_bf16", ["u8_bf16-h200-decode.csv", "u8b128_bf16-h200.csv"], "u8b128_bf16", None),
     ("sm80_u4b8_bf16", ["sm80_u4b8_bf16-h200.csv"], None, None),
     ("u4b8_e4m3_bf16", ["u4b8_e4m3_bf16-h200.csv"], None, None),
     # u4 up to M = 64, then u4b8's timings of the same tiles
