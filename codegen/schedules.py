@@ -291,40 +291,30 @@ U4B8_BF16 = with_rules(Family(
 
 # The other weight and activation types run the same mainloop (u4: one more shared-memory row, the
 # zero points, beside each scale row; fp16: other constants in the converter). u4 x bf16 has rules
-# of its own (its tuner timings up to M = 64, u4b8's beyond); the fp16 families take the bf16 rules
-# of their weight type until they are tuned on their own, each split-K cluster tile replaced by the
-# same tile under stream-K (to keep the default build's size); a rules file naming one of them
-# replaces its rules.
-_BORROWED = "the {} rules (the same mainloop) under stream-K only, until tuned on its own"
-
-
-def stream_k_only(rules: tuple[Rule, ...]) -> tuple[Rule, ...]:
-    """`rules` with every split-K cluster schedule replaced by the same tile under stream-K."""
-    return tuple(replace(r, schedule=replace(r.schedule, cluster=(1, 1, 1))) for r in rules)
-
+# of its own (its tuner timings up to M = 64, u4b8's beyond). The fp16 families' rules come from
+# their weight type's bf16 timings over the 7 or 8 schedules that serve those best together
+# (`quantgemm.tune --max-schedules`), which keeps the default build short.
 
 #: u4 weights with a zero point per group and column (AWQ, GPTQ without sym) x bf16 activations.
 U4_BF16 = with_rules(replace(U4B8_BF16, name="u4_bf16", weight="u4"), RULES_DIR / "u4_bf16.json")
 #: the same two weight types against fp16 activations (and fp16 scales, zero points and output).
-U4B8_FP16 = replace(U4B8_BF16, name="u4b8_fp16", activation="cutlass::half_t", rules=stream_k_only(U4B8_BF16.rules),
-                    rules_source=_BORROWED.format("u4b8_bf16"))
-U4_FP16 = replace(U4_BF16, name="u4_fp16", activation="cutlass::half_t", rules=stream_k_only(U4_BF16.rules),
-                  rules_source=_BORROWED.format("u4_bf16"))
+U4B8_FP16 = with_rules(replace(U4B8_BF16, name="u4b8_fp16", activation="cutlass::half_t"),
+                       RULES_DIR / "u4b8_fp16.json")
+U4_FP16 = with_rules(replace(U4_BF16, name="u4_fp16", activation="cutlass::half_t"), RULES_DIR / "u4_fp16.json")
 
 # 8-bit codes (u8b128: GPTQ's symmetric 8-bit format; u8: zero points per group) run the same
 # mainloop with two 128-bit loads a block and PRMT converters (numeric/u8.hpp), with split-K tiles
 # 64- and 128-deep (but for 256 x 32 x 128 over 4 CTAs: its three ranks' partials leave room for
 # two 8-bit stages, and the mainloop needs three). u8b128 x bf16 and u8 x bf16 have rules from the
-# tuner; the fp16 8-bit families take their weight type's under stream-K, as the fp16 4-bit ones do.
+# tuner, the fp16 8-bit families from their bf16 timings, as the fp16 4-bit ones.
 U8_SPACE = (_NARROW_TILES + (_tile(128, 128), _tile(128, 256)) + _split_k_tiles(64)
             + tuple(s for s in _split_k_tiles(128) if s != _tile(256, 32, 128, 4)))
 U8B128_BF16 = with_rules(Family(name="u8b128_bf16", weight="u8b128", space=U8_SPACE),
                          RULES_DIR / "u8b128_bf16.json")
 U8_BF16 = with_rules(replace(U8B128_BF16, name="u8_bf16", weight="u8"), RULES_DIR / "u8_bf16.json")
-U8B128_FP16 = replace(U8B128_BF16, name="u8b128_fp16", activation="cutlass::half_t",
-                      rules=stream_k_only(U8B128_BF16.rules), rules_source=_BORROWED.format("u8b128_bf16"))
-U8_FP16 = replace(U8_BF16, name="u8_fp16", activation="cutlass::half_t", rules=stream_k_only(U8_BF16.rules),
-                  rules_source=_BORROWED.format("u8_bf16"))
+U8B128_FP16 = with_rules(replace(U8B128_BF16, name="u8b128_fp16", activation="cutlass::half_t"),
+                         RULES_DIR / "u8b128_fp16.json")
+U8_FP16 = with_rules(replace(U8_BF16, name="u8_fp16", activation="cutlass::half_t"), RULES_DIR / "u8_fp16.json")
 
 
 def group32(family: Family) -> Family:

@@ -113,25 +113,23 @@ def test_malformed_rules_are_reported():
     assert any("tile_n" in p for p in problems) and any("tile_m" in p for p in problems)
 
 
-def test_split_k_clusters_are_c_by_1_by_1_and_borrowed_rules_run_stream_k():
+def test_split_k_clusters_are_c_by_1_by_1():
     assert Schedule(128, 8, 128, (4, 1, 1)).problems() == []
     assert Schedule(256, 16, 128, (2, 1, 1)).problems() == []
     assert Schedule(128, 64, 128, (3, 1, 1)).problems() == []
     for bad in ((5, 1, 1), (1, 2, 1), (8, 1, 1)):
         assert any("cluster" in p for p in Schedule(128, 8, 128, bad).problems())
-    tuned = {"u4b8_bf16", "u4_bf16", "u8b128_bf16", "u8_bf16"}  # the families with split-K cluster tiles in their rules
+    # the families with split-K cluster tiles in their rules (the fp16 ones from their bf16 timings)
+    tuned = {f"{w}_{a}" for w in ("u4b8", "u4", "u8b128", "u8") for a in ("bf16", "fp16")}
     by_name = {f.name: f for f in FAMILIES}
     for name in tuned:
-        assert any(s.cluster != (1, 1, 1) for s in by_name[name].schedules())
+        assert any(s.cluster != (1, 1, 1) for s in by_name[name].schedules()), name
     for family in FAMILIES:
         if family.kind == "mixed_input" and family.name not in tuned:
             assert all(s.cluster == (1, 1, 1) for s in family.schedules()), family.name
-    # the fp16 families borrow their weight type's bf16 rules, the same tiles
-    # and bounds under stream-K
-    for fp16, bf16 in (("u4b8_fp16", "u4b8_bf16"), ("u4_fp16", "u4_bf16"),
-                       ("u8b128_fp16", "u8b128_bf16"), ("u8_fp16", "u8_bf16")):
-        assert [(r.schedule.tile_n, r.schedule.tile_m, r.m_max, r.n_max, r.k_max) for r in by_name[fp16].rules] == \
-            [(r.schedule.tile_n, r.schedule.tile_m, r.m_max, r.n_max, r.k_max) for r in by_name[bf16].rules]
+    # the fp16 families keep the default build short: at most 8 schedules each
+    for w in ("u4b8", "u4", "u8b128", "u8"):
+        assert len(by_name[f"{w}_fp16"].schedules()) <= 8
 
 
 def test_all_builds_every_candidate():

@@ -82,6 +82,9 @@ def test_borrowed_timings_are_read_as_the_familys_tiles_and_the_first_file_wins(
     assert timings == {(1, 4096, 4096): {"u4_bf16_256x8x128_c1x1x1": 10.0},
                        (4096, 4096, 4096): {"u4_bf16_128x128x64_c1x1x1": 500.0}}
     assert "u4b8_bf16_256x8x128_c1x1x1" in tune.read_csv([str(other)])[(1, 4096, 4096)]
+    # several borrowed families: each one's schedules read as the family's tiles
+    assert tune.read_csv([str(own), str(other)], "u4_fp16", "u4_bf16,u4b8_bf16") == \
+        {(1, 4096, 4096): {"u4_fp16_256x8x128_c1x1x1": 10.0}, (4096, 4096, 4096): {"u4_fp16_128x128x64_c1x1x1": 500.0}}
 
 
 def test_fewest_schedules_keeps_the_ones_that_serve_every_problem_best():
@@ -147,7 +150,11 @@ TUNING = Path(__file__).resolve().parent.parent / "docs" / "tuning"
     # u4 up to M = 64, then u4b8's timings of the same tiles
     ("u4_bf16", ["u4_bf16-h200-decode.csv", "h200-llama3.csv", "h200-other-models.csv"],
      "u4b8_bf16", None),
-    # fp16 output: the bf16 timings over fewer schedules
+    # fp16 activations and output: the bf16 timings over fewer schedules
+    ("u4b8_fp16", ["h200-*.csv"], "u4b8_bf16", 8),
+    ("u4_fp16", ["u4_bf16-h200-decode.csv", "h200-llama3.csv", "h200-other-models.csv"], "u4_bf16,u4b8_bf16", 8),
+    ("u8b128_fp16", ["u8b128_bf16-h200-decode.csv", "u8b128_bf16-h200.csv"], "u8b128_bf16", 8),
+    ("u8_fp16", ["u8_bf16-h200-decode.csv", "u8b128_bf16-h200.csv"], "u8_bf16,u8b128_bf16", 7),
     ("fp8fast_fp16", ["fp8fast_bf16-h200.csv"], "fp8fast_bf16", 6), ("fp8_fp16", ["fp8_bf16-h200.csv"], "fp8_bf16", 5)])
 def test_the_committed_rules_come_from_the_committed_timings(family, patterns, timings_family, max_schedules):
     paths = [str(p) for pattern in patterns for p in sorted(TUNING.glob(pattern))]

@@ -176,16 +176,19 @@ def rules_json(rules: list[RuleSpec], source: str, family: str = FAMILY) -> str:
 
 def read_csv(paths: list[str], family: str | None = None, timings_family: str | None = None) -> Timings:
     """The timings of the CSVs at `paths`, the first file's where several time one schedule on one
-    problem. With `timings_family`, schedules of that family are read as the same tiles of `family`
-    (a family without timings of its own in an M bucket borrows another's)."""
+    problem. With `timings_family` (one family or several, ','-separated), schedules of those
+    families are read as the same tiles of `family` (a family without timings of its own in an M
+    bucket borrows another's)."""
+    borrowed = [f + "_" for f in timings_family.split(",") if f] if timings_family else []
     timings: Timings = defaultdict(dict)
     for path in paths:
         with open(path, newline="") as f:
             for row in csv.DictReader(f):
                 key = (int(row["M"]), int(row["N"]), int(row["K"]))
                 name = row["schedule"]
-                if timings_family and name.startswith(timings_family + "_"):
-                    name = family + name[len(timings_family):]
+                prefix = next((p for p in borrowed if name.startswith(p)), None)
+                if prefix:
+                    name = family + "_" + name[len(prefix):]
                 timings[key].setdefault(name, float(row["us"]))
     return dict(timings)
 
@@ -307,7 +310,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--from-csv", default=None, help="comma-separated timing CSVs: synthesize only, no GPU "
                                                         "(a problem timed in several: the first file's)")
     parser.add_argument("--timings-family", default=None,
-                        help="with --from-csv: read this family's schedules as --family's same tiles")
+                        help="with --from-csv: read this family's schedules (or those of several, "
+                             "','-separated) as --family's same tiles")
     parser.add_argument("--out", default=None, help="write the rules file here")
     parser.add_argument("--tolerance", type=float, default=0.03, help="regret accepted against the best schedule")
     parser.add_argument("--source", default=None, help="the rules file's source note")
