@@ -196,7 +196,7 @@ class Family:
     activation: str = "cutlass::bfloat16_t"  #: C++ type of the activations, scales and output
     #: "mixed_input" (quantgemm's sm90 mainloop, Schedule), "sm80_mixed_input" (the mma.sync kernel
     #: for sm_80 and later, Sm80Schedule), "scaled_mm" (W8A8, ScaledSchedule: weight is
-    #: the operands' C++ type, activation the output's) or "block_scaled_mm" (block-scaled FP8,
+    #: the operands' C++ type; the output dtype is a runtime argument) or "block_scaled_mm" (block-scaled FP8,
     #: ScaledSchedule: activation is the output's C++ type)
     kind: str = "mixed_input"
     epilogue: str = ""  #: scaled_mm: the epilogue/scaled.hpp formula
@@ -386,34 +386,21 @@ SCALED_SPACE = (
     _scaled(128, 128, stream_k=True), _scaled(128, 256, cluster=(2, 1, 1)), _scaled(256, 128, cluster=(2, 1, 1)),
 )
 
-#: FP8 e4m3 x e4m3, fp32 scales, bf16 output; the tensor core's fast accumulation.
-FP8FAST_BF16 = with_rules(Family(
-    name="fp8fast_bf16", weight="cutlass::float_e4m3_t", space=SCALED_SPACE, kind="scaled_mm",
-    epilogue="ScaledAccBias", kernel_suffix="FP8FastAccum"), RULES_DIR / "fp8fast_bf16.json")
+#: FP8 e4m3 x e4m3, fp32 scales, the tensor core's fast accumulation. The W8A8 kernels take the
+#: output dtype (bf16 or fp16) at run time (epilogue/scaled.hpp), so one family serves both.
+FP8FAST = with_rules(Family(
+    name="fp8fast", weight="cutlass::float_e4m3_t", space=SCALED_SPACE, kind="scaled_mm",
+    epilogue="ScaledAccBias", kernel_suffix="FP8FastAccum"), RULES_DIR / "fp8fast.json")
 #: FP8 with the accumulators promoted into fp32 every 128 of K (CUTLASS's two-level accumulation):
 #: the second set of accumulators spills beyond 64 x 128 per consumer warpgroup, so no wider tiles,
 #: and the promotion interval (4 wgmma k-steps) must be whole tiles, so tile_k 128.
-FP8_BF16 = with_rules(replace(
-    FP8FAST_BF16, name="fp8_bf16", kernel_suffix="",
+FP8 = with_rules(replace(
+    FP8FAST, name="fp8", kernel_suffix="",
     space=tuple(s for s in SCALED_SPACE
                 if s.tile_k == 128 and s.tile_m * s.tile_n // (2 if s.kernel == "coop" else 1) <= 64 * 128)),
-    RULES_DIR / "fp8_bf16.json")
+    RULES_DIR / "fp8.json")
 #: INT8 x INT8, int32 accumulation, the zero-point epilogue (azp and azp_adj optional).
-INT8_BF16 = with_rules(replace(FP8_BF16, name="int8_bf16", weight="int8_t", epilogue="AzpTokenScaledAccBias"),
-                       RULES_DIR / "int8_bf16.json")
-# fp16 output: rules over fewer schedules than the bf16 families' (a W8A8 translation unit compiles
-# for about a minute), from the bf16 timings of the same mainloops (tune --max-schedules); INT8, whose
-# timings are not kept, hand-set from four of the int8_bf16 rules' tiles (decode, M up to 64 and 256,
-# prefill).
-FP8FAST_FP16 = with_rules(replace(FP8FAST_BF16, name="fp8fast_fp16", activation="cutlass::half_t"),
-                          RULES_DIR / "fp8fast_fp16.json")
-FP8_FP16 = with_rules(replace(FP8_BF16, name="fp8_fp16", activation="cutlass::half_t"), RULES_DIR / "fp8_fp16.json")
-INT8_FP16 = replace(INT8_BF16, name="int8_fp16", activation="cutlass::half_t",
-                    rules=(Rule(_scaled(64, 16, 256, kernel="pp", swap=True), m_max=16),
-                           Rule(_scaled(64, 32, 256, kernel="pp", swap=True), m_max=64),
-                           Rule(_scaled(64, 128, kernel="pp"), m_max=256),
-                           Rule(_scaled(128, 256, cluster=(2, 1, 1)))),
-                    rules_source="hand-set from four of the int8_bf16 rules' tiles, until tuned on its own")
+INT8 = with_rules(replace(FP8, name="int8", weight="int8_t", epilogue="AzpTokenScaledAccBias"), RULES_DIR / "int8.json")
 
 
 def block_scaled_problems(s: ScaledSchedule) -> list[str]:
@@ -451,6 +438,5 @@ FP8BLOCK_BF16 = with_rules(Family(
     name="fp8block_bf16", weight="cutlass::float_e4m3_t", space=BLOCK_SCALED_SPACE, kind="block_scaled_mm"),
     RULES_DIR / "fp8block_bf16.json")
 
-FAMILIES: tuple[Family, ...] = (U4B8_BF16, U4_BF16, U4B8_FP16, U4_FP16, FP8FAST_BF16, FP8_BF16, INT8_BF16,
-                                FP8FAST_FP16, FP8_FP16, INT8_FP16, FP8BLOCK_BF16, U8B128_BF16, U8_BF16, U8B128_FP16,
-                                U8_FP16) + MIXED_INPUT_G32 + MIXED_INPUT_SM80 + (U4B8_E4M3_BF16, U4B8_E4M3_FP16)
+FAMILIES: tuple[Family, ...] = (U4B8_BF16, U4_BF16, U4B8_FP16, U4_FP16, FP8FAST, FP8, INT8, FP8BLOCK_BF16,
+                                U8B128_BF16, U8_BF16, U8B128_FP16, U8_FP16) + MIXED_INPUT_G32 + MIXED_INPUT_SM80 + (U4B8_E4M3_BF16, U4B8_E4M3_FP16)

@@ -60,7 +60,7 @@ def test_rejects_a_scale_that_is_not_contiguous():
     (dict(out_dtype=torch.float32), "out_dtype must be torch.bfloat16 or torch.float16"),
     (dict(out=torch.empty(4, 32)), "out must have dtype torch.bfloat16"),
     (dict(out=torch.empty(4, 16, dtype=torch.bfloat16)), r"out must have shape \(4, 32\)"),
-    (dict(schedule="fp8fast_bf16_nope"), "schedule must be one of"),
+    (dict(schedule="fp8fast_nope"), "schedule must be one of"),
     (dict(azp_adj=torch.zeros(32, dtype=torch.int32)), "zero points are for int8 operands"),
 ])
 def test_rejects_bad_epilogue_arguments(kwargs, match):
@@ -85,10 +85,10 @@ def test_rejects_cpu_tensors():
 
 
 def test_family_names():
-    assert scaled.family(FP8, torch.bfloat16) == "fp8fast_bf16"
-    assert scaled.family(FP8, torch.float16, use_fast_accum=False) == "fp8_fp16"
-    assert scaled.family(torch.int8, torch.bfloat16, use_fast_accum=False) == "int8_bf16"
-    for fam in ("fp8fast_bf16", "fp8_bf16", "int8_bf16", "fp8fast_fp16", "fp8_fp16", "int8_fp16"):
+    assert scaled.family(FP8) == "fp8fast"
+    assert scaled.family(FP8, use_fast_accum=False) == "fp8"
+    assert scaled.family(torch.int8, use_fast_accum=False) == "int8"
+    for fam in ("fp8fast", "fp8", "int8"):
         assert scaled.supported_schedules(fam), fam
 
 
@@ -187,7 +187,7 @@ def test_heuristic_matches_reference(dtype, fast, out_dtype, m, scales):
 def _every_schedule():
     out = []
     if torch.cuda.is_available():
-        for fam in ("fp8fast_bf16", "fp8_bf16", "int8_bf16", "fp8fast_fp16", "fp8_fp16", "int8_fp16"):
+        for fam in ("fp8fast", "fp8", "int8"):
             try:
                 out += [(fam, s) for s in scaled.supported_schedules(fam)]
             except (ImportError, ValueError):  # no extension, or a subset build without this family
@@ -197,10 +197,10 @@ def _every_schedule():
 
 @requires_hopper
 @pytest.mark.parametrize("family,schedule", _every_schedule(), ids=lambda x: x if isinstance(x, str) else "")
+@pytest.mark.parametrize("out_dtype", [torch.bfloat16, torch.float16], ids=["bf16", "fp16"])
 @pytest.mark.parametrize("m", [1, 64, 257])
-def test_every_schedule_matches_reference(family, schedule, m):
+def test_every_schedule_matches_reference(family, schedule, out_dtype, m):
     dtype = torch.int8 if family.startswith("int8") else FP8
-    out_dtype = torch.bfloat16 if family.endswith("bf16") else torch.float16
     n, k = 512, 1024
     a, b, sa, sb = gpu_problem(m, n, k, dtype, seed=7)
     bias = torch.randn(n, device="cuda", dtype=out_dtype)
@@ -225,13 +225,14 @@ def test_real_shapes(dtype, fast, n, k, m):
 @pytest.mark.parametrize("m", [1, 16, 130])
 @pytest.mark.parametrize("per_token", [True, False])
 @pytest.mark.parametrize("bias", [True, False])
-def test_azp_matches_reference(m, per_token, bias):
+@pytest.mark.parametrize("out_dtype", [torch.bfloat16, torch.float16], ids=["bf16", "fp16"])
+def test_azp_matches_reference(m, per_token, bias, out_dtype):
     n, k = 256, 768
     x = torch.randn(m, k, device="cuda") + 0.7
     a, sa, azp = quantize_int8(x, per_row=per_token, symmetric=False)
     b, sb = quantize_int8(torch.randn(n, k, device="cuda"))
-    bias_t = torch.randn(n, device="cuda", dtype=torch.bfloat16) if bias else None
-    out = poison_(torch.empty(m, n, device="cuda", dtype=torch.bfloat16))
+    bias_t = torch.randn(n, device="cuda", dtype=out_dtype) if bias else None
+    out = poison_(torch.empty(m, n, device="cuda", dtype=out_dtype))
     if per_token:
         adj, azp_arg = scaled.azp_adjust(b), azp
     else:

@@ -89,12 +89,12 @@ int run_scaled_mm() {
   args.M = M;
   args.N = N;
   args.K = K;
-  // "fp8_bf16": accumulators promoted into fp32 every 128 of K; small M splits K (stream-K scratch)
-  quantgemm::LaunchResult r = quantgemm::scaled_mm("fp8_bf16", nullptr, args);
+  // "fp8": accumulators promoted into fp32 every 128 of K; small M splits K (stream-K scratch)
+  quantgemm::LaunchResult r = quantgemm::scaled_mm("fp8", nullptr, args);
   if (r.status == quantgemm::Status::kWorkspaceTooSmall) {
     ok = check(cudaMalloc(&args.workspace, r.workspace_bytes_needed), "cudaMalloc");
     args.workspace_bytes = r.workspace_bytes_needed;
-    r = quantgemm::scaled_mm("fp8_bf16", nullptr, args);
+    r = quantgemm::scaled_mm("fp8", nullptr, args);
   }
   if (!ok || r.status != quantgemm::Status::kSuccess) {
     std::fprintf(stderr, "scaled_mm: status %d (%s)\n", int(r.status), cudaGetErrorString(r.cuda));

@@ -292,7 +292,7 @@ def bench_w4a8_shape(model, layer, n, k, ms, group_size, bandwidth, l2_bytes, ch
     w_copies = [w.clone() for _ in range(copies_for(w.numel() * 2, l2_bytes))]
     b16 = mixed_input.prepack_b(w_q)
     # quantgemm's own FP8 W8A8 GEMM (fast accumulation) on the same shape, where this build has it
-    fp8 = scaled_copies(w, torch.float8_e4m3fn, l2_bytes)[1] if scaled.supported_schedules("fp8fast_bf16") else None
+    fp8 = scaled_copies(w, torch.float8_e4m3fn, l2_bytes)[1] if scaled.supported_schedules("fp8fast") else None
     del w
     rows = []
     for m in ms:

@@ -16,18 +16,16 @@ from .mixed_input import _STATUS_WORKSPACE_TOO_SMALL, _workspace
 from .quantize import quantize_fp8, quantize_int8
 
 OPERANDS = {torch.float8_e4m3fn: "fp8", torch.int8: "int8"}
-OUT_DTYPES = {torch.bfloat16: "bf16", torch.float16: "fp16"}
+OUT_DTYPES = (torch.bfloat16, torch.float16)  # the kernels take either at run time
 K_ALIGN = 16  # operand rows 16-byte aligned for the TMA
 N_ALIGN = 8   # output rows 16-byte aligned
 
 
-def family(dtype: torch.dtype, out_dtype: torch.dtype, use_fast_accum: bool = True) -> str:
-    """The kernel family of a problem: fp8fast_* (the tensor core's fast accumulation), fp8_*
-    (promoted into fp32 every 128 of K) or int8_*."""
+def family(dtype: torch.dtype, use_fast_accum: bool = True) -> str:
+    """The kernel family of a problem: fp8fast (the tensor core's fast accumulation), fp8 (promoted
+    into fp32 every 128 of K) or int8. Each family's kernels take the output dtype at run time."""
     kind = OPERANDS[dtype]
-    if kind == "fp8" and use_fast_accum:
-        kind = "fp8fast"
-    return f"{kind}_{OUT_DTYPES[out_dtype]}"
+    return "fp8fast" if kind == "fp8" and use_fast_accum else kind
 
 
 def _scale(name: str, x, length: int, what: str) -> bool:
@@ -71,7 +69,7 @@ def check_scaled_mm_args(a, b, scale_a, scale_b, bias=None, out_dtype=torch.bflo
     if out is not None:
         _checks.tensor("out", out, dtype=out_dtype, ndim=2)
         _checks.shape("out", out, (m, n))
-    fam = family(a.dtype, out_dtype, use_fast_accum)
+    fam = family(a.dtype, use_fast_accum)
     if schedule is not None and schedule not in supported_schedules(fam):
         raise ValueError(f"schedule must be one of {supported_schedules(fam)}, got {schedule!r}")
     return fam, per_token, per_channel
@@ -83,9 +81,9 @@ def supported_schedules(family_name: str) -> list[str]:
 
 
 def select_schedule(m: int, n: int, k: int, dtype: torch.dtype = torch.float8_e4m3fn,
-                    out_dtype: torch.dtype = torch.bfloat16, use_fast_accum: bool = True) -> str:
+                    use_fast_accum: bool = True) -> str:
     """The schedule the dispatch picks for an M x N x K problem."""
-    return native().select(family(dtype, out_dtype, use_fast_accum), m, _round_up(n, N_ALIGN), _round_up(k, K_ALIGN))
+    return native().select(family(dtype, use_fast_accum), m, _round_up(n, N_ALIGN), _round_up(k, K_ALIGN))
 
 
 def _round_up(x: int, to: int) -> int:
@@ -186,7 +184,7 @@ def scaled_mm(a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor, scale_b: 
         fam, schedule or "", a_run.data_ptr(), _ld(a_run, k_pad), b_run.data_ptr(), _ld(b_run, k_pad),
         scale_a.data_ptr(), per_token, scale_b_run.data_ptr(), per_channel,
         0 if bias_run is None else bias_run.data_ptr(), 0 if azp_adj_run is None else azp_adj_run.data_ptr(),
-        0 if azp is None else azp.data_ptr(), out_run.data_ptr(), _ld(out_run, n_pad), m, n_pad, k_pad,
+        0 if azp is None else azp.data_ptr(), out_dtype == torch.float16, out_run.data_ptr(), _ld(out_run, n_pad), m, n_pad, k_pad,
         ws.data_ptr(), ws.numel(), index, stream))
     if out_run is not out:
         out.copy_(out_run[:, :n])

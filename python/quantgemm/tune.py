@@ -1,7 +1,7 @@
 """Measure every compiled schedule on the GPU at hand and write the dispatch rules that follow.
 
     python -m quantgemm.tune [--family u4b8_bf16] [--models ...] [--m 1,2,...] --csv timings.csv --out u4b8_bf16.json
-    python -m quantgemm.tune --family fp8fast_bf16 ...        (the W8A8 families: fp8fast_bf16, fp8_bf16, int8_bf16)
+    python -m quantgemm.tune --family fp8fast ...        (the W8A8 families: fp8fast, fp8, int8)
     python -m quantgemm.tune --from-csv a.csv,b.csv --out u4b8_bf16.json      (no GPU needed)
 
 The build must hold the candidates (`-Ccmake.define.QUANTGEMM_SCHEDULES=all`). For every model
@@ -301,7 +301,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--family", default=FAMILY,
                         help="the family to tune: a mixed-input one (u4b8_bf16, u4_fp16, u8b128_bf16, ...; "
-                             "the *_g32_* ones with --group-size 32), fp8fast_bf16, fp8_bf16, int8_bf16 or "
+                             "the *_g32_* ones with --group-size 32), fp8fast, fp8, int8 or "
                              "fp8block_bf16")
     parser.add_argument("--models", default=",".join(MODELS), help=f"comma-separated, of {list(MODELS)}")
     parser.add_argument("--m", default=",".join(map(str, M_BUCKETS)), help="comma-separated M buckets")

@@ -19,6 +19,11 @@
     `Swap` says whether the kernel computes D^T = B A^T (the small-M schedules, so that the few
     tokens are the narrow tile dimension): tokens are then the GEMM's columns rather than its rows,
     and every per-token vector broadcasts along the other axis.
+
+    The output type, bf16 or fp16, is chosen at run time too (ScaledEpilogueParams::out_fp16): the
+    last node rounds to one or the other and hands the kernel the bits as a 16-bit storage type
+    (OutStorage), which the epilogue stores unchanged. The bias, in the output type, is read as raw
+    16-bit codes and decoded by the same node. One kernel thus serves both output dtypes.
 */
 #pragma once
 
@@ -65,16 +70,69 @@ typename Vector::Arguments vector_arguments(typename Vector::ElementInput const*
 template <template <class> class Fn, class Out, class Compute = float>
 using Op = fusion::Sm90Compute<Fn, Out, Compute, kRound>;
 
+/// The runtime argument of the output node: the output dtype.
+struct OutTypeArguments {
+  bool fp16 = false;  ///< fp16 output (and bias); bf16 otherwise
+};
+
+/// The 16-bit bits of the rounded output as the kernel's storage type.
+using OutStorage = cutlass::half_t;
+
+/// The output node's function: sa * x, plus the bias when there is one, in fp32, rounded once to
+/// bf16 or fp16 (the runtime argument). The bias comes as its 16-bit code, converted exactly to
+/// fp32 by Sm90Compute's input conversion.
+template <class T>
+struct ScaleToOut {
+  using Arguments = OutTypeArguments;
+
+  template <int N>
+  CUTLASS_DEVICE cutlass::Array<OutStorage, N> round(cutlass::Array<float, N> const& y, Arguments const& args) const {
+    if (args.fp16) {
+      return cutlass::NumericArrayConverter<cutlass::half_t, float, N, kRound>{}(y);
+    }
+    auto const bf16 = cutlass::NumericArrayConverter<cutlass::bfloat16_t, float, N, kRound>{}(y);
+    return reinterpret_cast<cutlass::Array<OutStorage, N> const&>(bf16);
+  }
+
+  template <int N>
+  CUTLASS_DEVICE cutlass::Array<OutStorage, N> operator()(cutlass::Array<float, N> const& sa,
+                                                          cutlass::Array<float, N> const& x,
+                                                          Arguments const& args) const {
+    cutlass::Array<float, N> y;
+    CUTLASS_PRAGMA_UNROLL
+    for (int i = 0; i < N; ++i) {
+      y[i] = sa[i] * x[i];
+    }
+    return round(y, args);
+  }
+
+  template <int N>
+  CUTLASS_DEVICE cutlass::Array<OutStorage, N> operator()(cutlass::Array<float, N> const& sa,
+                                                          cutlass::Array<float, N> const& x,
+                                                          cutlass::Array<float, N> const& bias_code,
+                                                          Arguments const& args) const {
+    cutlass::Array<float, N> y;
+    CUTLASS_PRAGMA_UNROLL
+    for (int i = 0; i < N; ++i) {
+      auto const code = static_cast<uint16_t>(bias_code[i]);
+      float const bias = args.fp16 ? float(cutlass::half_t::bitcast(code)) : float(cutlass::bfloat16_t::bitcast(code));
+      y[i] = __fmaf_rn(sa[i], x[i], bias);
+    }
+    return round(y, args);
+  }
+};
+
 /// The scales around an accumulator-side node `Inner`: sa * (sb * Inner), and with a bias
-/// sa * (sb * Inner) + bias, rounded once to ElementOut.
-template <bool Swap, class TileShape, class ElementOut, class Inner>
+/// sa * (sb * Inner) + bias, rounded once to the output type.
+template <bool Swap, class TileShape, class Inner>
 struct Scaled {
   using Sa = PerToken<Swap, TileShape, float>;
   using Sb = PerChannel<Swap, TileShape, float>;
-  using Bias = PerChannel<Swap, TileShape, ElementOut, float>;
+  using Bias = PerChannel<Swap, TileShape, uint16_t>;  // the output type's codes
   using SbInner = fusion::Sm90EVT<Op<cutlass::multiplies, float>, Sb, Inner>;
-  using EVT = fusion::Sm90EVT<Op<cutlass::multiplies, ElementOut>, Sa, SbInner>;
-  using EVTBias = fusion::Sm90EVT<Op<cutlass::homogeneous_multiply_add, ElementOut>, Sa, SbInner, Bias>;
+  using ToOut = Op<ScaleToOut, OutStorage>;
+  using EVT = fusion::Sm90EVT<ToOut, Sa, SbInner>;
+  using EVTBias = fusion::Sm90EVT<ToOut, Sa, SbInner, Bias>;
 
   template <class Params>
   static typename SbInner::Arguments sb_inner(Params const& p, typename Inner::Arguments const& inner) {
@@ -82,12 +140,12 @@ struct Scaled {
   }
   template <class Params>
   static typename EVT::Arguments arguments(Params const& p, typename Inner::Arguments const& inner) {
-    return {vector_arguments<Sa>(p.scale_a, p.scale_a_per_token), sb_inner(p, inner), {}};
+    return {vector_arguments<Sa>(p.scale_a, p.scale_a_per_token), sb_inner(p, inner), {p.out_fp16}};
   }
   template <class Params>
   static typename EVTBias::Arguments arguments_bias(Params const& p, typename Inner::Arguments const& inner) {
     return {vector_arguments<Sa>(p.scale_a, p.scale_a_per_token), sb_inner(p, inner),
-            vector_arguments<Bias>(static_cast<ElementOut const*>(p.bias), p.bias != nullptr), {}};
+            vector_arguments<Bias>(static_cast<uint16_t const*>(p.bias), p.bias != nullptr), {p.out_fp16}};
   }
 };
 
@@ -96,9 +154,9 @@ using Acc = fusion::Sm90AccFetch;
 }  // namespace detail
 
 /// D = sa * (sb * acc)
-template <bool Swap, class TileShape, class ElementOut>
+template <bool Swap, class TileShape>
 struct ScaledAcc {
-  using Tree = detail::Scaled<Swap, TileShape, ElementOut, detail::Acc>;
+  using Tree = detail::Scaled<Swap, TileShape, detail::Acc>;
   using EVT = typename Tree::EVT;
 
   template <class Params>
@@ -108,9 +166,9 @@ struct ScaledAcc {
 };
 
 /// D = sa * (sb * acc) + bias
-template <bool Swap, class TileShape, class ElementOut>
+template <bool Swap, class TileShape>
 struct ScaledAccBias {
-  using Tree = detail::Scaled<Swap, TileShape, ElementOut, detail::Acc>;
+  using Tree = detail::Scaled<Swap, TileShape, detail::Acc>;
   using EVT = typename Tree::EVTBias;
 
   template <class Params>
@@ -121,11 +179,11 @@ struct ScaledAccBias {
 
 /// INT8 with an activation zero point per tensor: D = sa * sb * (acc - azp_adj[N]) + bias, where
 /// azp_adj[n] = azp * sum_k b[n, k] (exact in int32).
-template <bool Swap, class TileShape, class ElementOut>
+template <bool Swap, class TileShape>
 struct AzpScaledAccBias {
   using AzpAdj = detail::PerChannel<Swap, TileShape, int32_t>;
   using Corrected = detail::fusion::Sm90EVT<detail::Op<cutlass::minus, float, int32_t>, detail::Acc, AzpAdj>;
-  using Tree = detail::Scaled<Swap, TileShape, ElementOut, Corrected>;
+  using Tree = detail::Scaled<Swap, TileShape, Corrected>;
   using EVT = typename Tree::EVTBias;
 
   template <class Params>
@@ -137,13 +195,13 @@ struct AzpScaledAccBias {
 /// INT8 with an activation zero point per token: D = sa * sb * (acc - azp[M] * azp_adj[N]) + bias,
 /// where azp_adj[n] = sum_k b[n, k]; the correction is exact in int32. A null azp is 1 (so that
 /// azp_adj may carry a per-tensor zero point, the formula above), a null azp_adj 0 (plain INT8).
-template <bool Swap, class TileShape, class ElementOut>
+template <bool Swap, class TileShape>
 struct AzpTokenScaledAccBias {
   using Azp = detail::PerToken<Swap, TileShape, int32_t>;
   using AzpAdj = detail::PerChannel<Swap, TileShape, int32_t>;
   using Correction = detail::fusion::Sm90EVT<detail::Op<cutlass::multiplies, int32_t, int32_t>, Azp, AzpAdj>;
   using Corrected = detail::fusion::Sm90EVT<detail::Op<cutlass::minus, float, int32_t>, detail::Acc, Correction>;
-  using Tree = detail::Scaled<Swap, TileShape, ElementOut, Corrected>;
+  using Tree = detail::Scaled<Swap, TileShape, Corrected>;
   using EVT = typename Tree::EVTBias;
 
   template <class Params>

@@ -3,7 +3,7 @@
            from the rules files (codegen/rules/) into the build tree; the one-call C++ entry points.
 
     Families: mixed-input W4A16 ("u4b8_bf16", "u4_bf16", "u4b8_fp16", "u4_fp16"), W8A8
-    ("fp8fast_bf16", "fp8_bf16", "int8_bf16" and their "_fp16" outputs) and block-scaled FP8
+    ("fp8fast", "fp8", "int8"; bf16 or fp16 output, ScaledEpilogueParams::out_fp16) and block-scaled FP8
     ("fp8block_bf16").
 */
 #pragma once

@@ -28,6 +28,7 @@ struct ScaledEpilogueParams {
   float const* scale_b = nullptr;    ///< sb: [N] when scale_b_per_channel, else one value
   bool scale_b_per_channel = false;
   void const* bias = nullptr;        ///< [N] in the output type, or nullptr
+  bool out_fp16 = false;             ///< the output (and bias) dtype: fp16, else bf16
   int32_t const* azp_adj = nullptr;  ///< [N], or nullptr
   int32_t const* azp = nullptr;      ///< [M], or nullptr
 };

@@ -5,7 +5,8 @@
            is launched).
 
     A schedule is written in the coordinates of the GEMM the kernel computes: with Swap it computes
-    D^T = B A^T, so its M is the weight's N and its N the tokens (a narrow tile for small M).
+    D^T = B A^T, so its M is the weight's N and its N the tokens (a narrow tile for small M). The
+    output dtype, bf16 or fp16, is a runtime argument of the epilogue (epilogue/scaled.hpp).
 */
 #pragma once
 
@@ -24,17 +25,17 @@
 
 namespace quantgemm {
 
-template <class ElementAB, class ElementOut, template <bool, class, class> class Epilogue, class TileShape,
+template <class ElementAB, template <bool, class> class Epilogue, class TileShape,
           class ClusterShape, class KernelSchedule, class TileScheduler, bool Swap_>
 struct Sm90ScaledMm {
   static constexpr bool Swap = Swap_;
   using ElementA = ElementAB;
-  using ElementD = ElementOut;
+  using ElementD = epilogue::detail::OutStorage;  // bf16 or fp16 bits
   using ElementAcc = cute::conditional_t<cute::is_same_v<ElementAB, int8_t>, int32_t, float>;
-  using Fusion = Epilogue<Swap, TileShape, ElementOut>;
+  using Fusion = Epilogue<Swap, TileShape>;
   using LayoutD = cute::conditional_t<Swap, cutlass::layout::ColumnMajor, cutlass::layout::RowMajor>;
   static constexpr int kAlignAB = 16;
-  static constexpr int kAlignOut = 16 / sizeof(ElementOut);
+  static constexpr int kAlignOut = 16 / sizeof(ElementD);
   static constexpr bool kCooperative =
       cute::is_same_v<KernelSchedule, cutlass::gemm::KernelTmaWarpSpecializedCooperative> ||
       cute::is_same_v<KernelSchedule, cutlass::gemm::KernelTmaWarpSpecializedCooperativeFP8FastAccum>;
@@ -43,7 +44,7 @@ struct Sm90ScaledMm {
 
   using CollectiveEpilogue = typename cutlass::epilogue::collective::CollectiveBuilder<
       cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, TileShape, ClusterShape,
-      cutlass::epilogue::collective::EpilogueTileAuto, ElementAcc, float, void, LayoutD, kAlignOut, ElementOut,
+      cutlass::epilogue::collective::EpilogueTileAuto, ElementAcc, float, void, LayoutD, kAlignOut, ElementD,
       LayoutD, kAlignOut, EpilogueSchedule, typename Fusion::EVT>::CollectiveOp;
 
   using CollectiveMainloop = typename cutlass::gemm::collective::CollectiveBuilder<
