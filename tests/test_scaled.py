@@ -237,7 +237,7 @@ def test_azp_matches_reference(m, per_token, bias, out_dtype):
         adj, azp_arg = scaled.azp_adjust(b), azp
     else:
         adj, azp_arg = scaled.azp_adjust(b, int(azp.item())), None
-    quantgemm.scaled_mm_azp(a, b, sa, sb, adj, azp_arg, bias_t, out=out)
+    quantgemm.scaled_mm_azp(a, b, sa, sb, adj, azp_arg, bias_t, out_dtype, out=out)
     azp_full = azp if per_token else azp.expand(m).contiguous()
     check(out, a, b, sa, sb, bias_t, scaled.azp_adjust(b), azp_full)
     # and it dequantizes: close to the fp32 product of the unquantized operands
