@@ -151,10 +151,10 @@ TUNING = Path(__file__).resolve().parent.parent / "docs" / "tuning"
     ("u4_bf16", ["u4_bf16-h200-decode.csv", "h200-llama3.csv", "h200-other-models.csv"],
      "u4b8_bf16", None),
     # fp16 activations and output: the bf16 timings over fewer schedules
-    ("u4b8_fp16", ["h200-*.csv"], "u4b8_bf16", 8),
-    ("u4_fp16", ["u4_bf16-h200-decode.csv", "h200-llama3.csv", "h200-other-models.csv"], "u4_bf16,u4b8_bf16", 8),
-    ("u8b128_fp16", ["u8b128_bf16-h200-decode.csv", "u8b128_bf16-h200.csv"], "u8b128_bf16", 8),
-    ("u8_fp16", ["u8_bf16-h200-decode.csv", "u8b128_bf16-h200.csv"], "u8_bf16,u8b128_bf16", 7)])
+    ("u4b8_fp16", ["h200-*.csv"], "u4b8_bf16", 16),
+    ("u4_fp16", ["u4_bf16-h200-decode.csv", "h200-llama3.csv", "h200-other-models.csv"], "u4_bf16,u4b8_bf16", 16),
+    ("u8b128_fp16", ["u8b128_bf16-h200-decode.csv", "u8b128_bf16-h200.csv"], "u8b128_bf16", 16),
+    ("u8_fp16", ["u8_bf16-h200-decode.csv", "u8b128_bf16-h200.csv"], "u8_bf16,u8b128_bf16", 16)])
 def test_the_committed_rules_come_from_the_committed_timings(family, patterns, timings_family, max_schedules):
     paths = [str(p) for pattern in patterns for p in sorted(TUNING.glob(pattern))]
     timings = tune.read_csv(paths, family, timings_family)

@@ -1,4 +1,5 @@
-"""The main job: quantgemm's W4A16 GEMM against torch bf16 matmul (cuBLAS) over real layer shapes;
+"""The main job: quantgemm's W4A16 GEMM against torch bf16 matmul (cuBLAS) over real layer shapes
+(--dtype fp16: fp16 activations, scales and output, against torch fp16 matmul);
 with --kind, its W8A8 GEMMs against torch._scaled_mm (FP8, rowwise scales) or torch._int_mm (INT8),
 or its block-scaled FP8 GEMM (DeepSeek-V3's shapes by default) against torch._scaled_mm with the
 same 1 x 128 / 128 x 128 scales where this torch and cuBLAS offer it, else rowwise.
@@ -245,25 +246,26 @@ def block_scaled_table(rows: list[Row]) -> str:
 
 
 def bench_shape(model, layer, n, k, ms, group_size, bandwidth, l2_bytes, check=True, schedules=(None,),
-                weight_type="u4b8", layout="sm90") -> list[Row]:
+                weight_type="u4b8", layout="sm90", dtype=torch.bfloat16) -> list[Row]:
+    """The mixed-input GEMM with `dtype` activations, scales and output against torch's matmul in
+    that dtype."""
     device = torch.device("cuda")
     torch.manual_seed(0)
-    w = torch.randn(n, k, device=device, dtype=torch.bfloat16) / math.sqrt(k)
+    w = (torch.randn(n, k, device=device, dtype=torch.bfloat16) / math.sqrt(k)).to(dtype)
     w_q, scales, zeros, qbytes, q_copies = quantized_copies(w, group_size, l2_bytes, weight_type, layout)
     w_copies = [w.clone() for _ in range(copies_for(w.numel() * 2, l2_bytes))]
     del w
     rows = []
     for m in ms:
-        a = torch.randn(m, k, device=device, dtype=torch.bfloat16)
-        out_q = torch.empty(m, n, device=device, dtype=torch.bfloat16)
-        out_t = torch.empty(m, n, device=device, dtype=torch.bfloat16)
+        a = torch.randn(m, k, device=device, dtype=dtype)
+        out_q = torch.empty(m, n, device=device, dtype=dtype)
+        out_t = torch.empty(m, n, device=device, dtype=dtype)
         tt = graph_time_us([lambda wc=wc: torch.matmul(a, wc.t(), out=out_t) for wc in w_copies])
         for sched in schedules:
             if check:
                 b, s, z = q_copies[0]
                 mixed_input.mm(a, b, s, group_size, out=out_q, schedule=sched, group_zeros=z)
-                exact = mixed_input.exact_weight(m, n, k, weight_type, group_size=group_size, layout=layout,
-                                                 schedule=sched)
+                exact = mixed_input.exact_weight(m, n, k, weight_type, dtype, group_size, layout, sched)
                 ref = reference.mm_quantized(a, w_q, scales, group_size, zeros,
                                              zero_point=mixed_input.ZERO_POINTS[weight_type], exact_weight=exact)
                 rel = ((out_q.float() - ref).norm() / ref.norm()).item()
@@ -273,8 +275,7 @@ def bench_shape(model, layer, n, k, ms, group_size, bandwidth, l2_bytes, check=T
                                                                       group_zeros=z)
                                 for b, s, z in q_copies])
             rows.append(Row(model, layer, n, k, m, qg, tt, qbytes / bandwidth * 1e6,
-                            sched or mixed_input.select_schedule(m, n, k, weight_type, group_size=group_size,
-                                                                 layout=layout)))
+                            sched or mixed_input.select_schedule(m, n, k, weight_type, dtype, group_size, layout)))
             print(format_row(rows[-1]), flush=True)
     return rows
 
@@ -397,6 +398,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--group-size", type=int, default=128)
     parser.add_argument("--weight-type", default="u4b8", choices=mixed_input.WEIGHT_TYPES,
                         help="the weight type of --kind w4a16 (u4b8, u4 with zero points, u8b128, u8)")
+    parser.add_argument("--dtype", default="bf16", choices=["bf16", "fp16"],
+                        help="--kind w4a16: the activations', scales' and output's dtype (and the peer matmul's)")
     parser.add_argument("--layout", default="sm90", choices=list(mixed_input.LAYOUTS),
                         help="--kind w4a16: the weight's prepacked layout, so the kernels: sm90 (Hopper's "
                              "wgmma kernels) or sm80 (the mma.sync kernels for sm_80 and later)")
@@ -444,7 +447,8 @@ def main(argv: list[str] | None = None) -> int:
     props = torch.cuda.get_device_properties(0)
     l2 = getattr(props, "L2_cache_size", 60 << 20)
     bandwidth = read_bandwidth(torch.device("cuda", torch.cuda.current_device()))
-    what = {"w4a16": f"{args.weight_type} group {args.group_size}, bf16, {args.layout} kernels; peer torch bf16 matmul",
+    what = {"w4a16": f"{args.weight_type} group {args.group_size}, {args.dtype}, {args.layout} kernels; peer torch "
+                     f"{args.dtype} matmul",
             "w4a8": f"u4b8 group {args.group_size} x e4m3 per-token activations, bf16 out; peer torch bf16 matmul",
             "fp8": "FP8 e4m3 per-token x per-channel scales, bf16 out; peer torch._scaled_mm",
             "fp8fast": "FP8 e4m3 fast accumulation, per-token x per-channel, bf16 out; peer torch._scaled_mm "
@@ -480,10 +484,12 @@ def main(argv: list[str] | None = None) -> int:
             rows += bench_shape(model, layer.name, layer.n, layer.k, ms, args.group_size, bandwidth, l2,
                                 check=not args.no_check,
                                 schedules=args.schedules.split(",") if args.schedules else (None,),
-                                weight_type=args.weight_type, layout=args.layout)
+                                weight_type=args.weight_type, layout=args.layout,
+                                dtype=torch.float16 if args.dtype == "fp16" else torch.bfloat16)
     if args.markdown:
         with open(args.markdown, "w") as f:
-            f.write(block_scaled_table(rows) if args.kind == "fp8block" else markdown_table(rows, PEERS[args.kind]))
+            f.write(block_scaled_table(rows) if args.kind == "fp8block" else markdown_table(
+                rows, f"torch {args.dtype}" if args.kind == "w4a16" else PEERS[args.kind]))
     if args.csv:
         with open(args.csv, "w", newline="") as f:
             writer = csv.writer(f)
