@@ -384,6 +384,8 @@ SCALED_SPACE = (
     _scaled(64, 32, 256, kernel="pp", swap=True), _scaled(64, 64, kernel="pp", swap=True),
     _scaled(64, 128, kernel="pp"), _scaled(128, 128, kernel="pp"), _scaled(128, 128, cluster=(2, 1, 1)),
     _scaled(128, 128, stream_k=True), _scaled(128, 256, cluster=(2, 1, 1)), _scaled(256, 128, cluster=(2, 1, 1)),
+    _scaled(128, 128, kernel="pp", cluster=(2, 1, 1)), _scaled(256, 128, cluster=(1, 2, 1)),
+    _scaled(128, 256, cluster=(1, 2, 1)), _scaled(256, 128, cluster=(2, 2, 1)),
 )
 
 #: FP8 e4m3 x e4m3, fp32 scales, the tensor core's fast accumulation. The W8A8 kernels take the
