@@ -441,4 +441,5 @@ FP8BLOCK_BF16 = with_rules(Family(
     RULES_DIR / "fp8block_bf16.json")
 
 FAMILIES: tuple[Family, ...] = (U4B8_BF16, U4_BF16, U4B8_FP16, U4_FP16, FP8FAST, FP8, INT8, FP8BLOCK_BF16,
-                                U8B128_BF16, U8_BF16, U8B128_FP16, U8_FP16) + MIXED_INPUT_G32 + MIXED_INPUT_SM80 + (U4B8_E4M3_BF16, U4B8_E4M3_FP16)
+                                U8B128_BF16, U8_BF16, U8B128_FP16, U8_FP16) + MIXED_INPUT_G32 + MIXED_INPUT_SM80 + (
+                                    U4B8_E4M3_BF16, U4B8_E4M3_FP16)

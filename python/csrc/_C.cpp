@@ -179,8 +179,8 @@ std::tuple<int, size_t> launch_8bit(LaunchFn (*lookup)(char const*, char const*)
 std::tuple<int, size_t> mm_scaled(std::string const& family, std::string const& schedule, uintptr_t a, int64_t lda,
                                   uintptr_t b, int64_t ldb, uintptr_t scale_a, bool scale_a_per_token,
                                   uintptr_t scale_b, bool scale_b_per_channel, uintptr_t bias, uintptr_t azp_adj,
-                                  uintptr_t azp, bool out_fp16, uintptr_t out, int64_t ldo, int M, int N, int K, uintptr_t workspace,
-                                  size_t workspace_bytes, int device, uintptr_t stream) {
+                                  uintptr_t azp, bool out_fp16, uintptr_t out, int64_t ldo, int M, int N, int K,
+                                  uintptr_t workspace, size_t workspace_bytes, int device, uintptr_t stream) {
   auto args = operands<ScaledMmArgs>(a, lda, b, ldb, out, ldo, M, N, K, workspace, workspace_bytes, stream);
   args.epilogue.scale_a = ptr<float const>(scale_a);
   args.epilogue.scale_a_per_token = scale_a_per_token;

@@ -184,8 +184,8 @@ def scaled_mm(a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor, scale_b: 
         fam, schedule or "", a_run.data_ptr(), _ld(a_run, k_pad), b_run.data_ptr(), _ld(b_run, k_pad),
         scale_a.data_ptr(), per_token, scale_b_run.data_ptr(), per_channel,
         0 if bias_run is None else bias_run.data_ptr(), 0 if azp_adj_run is None else azp_adj_run.data_ptr(),
-        0 if azp is None else azp.data_ptr(), out_dtype == torch.float16, out_run.data_ptr(), _ld(out_run, n_pad), m, n_pad, k_pad,
-        ws.data_ptr(), ws.numel(), index, stream))
+        0 if azp is None else azp.data_ptr(), out_dtype == torch.float16, out_run.data_ptr(), _ld(out_run, n_pad),
+        m, n_pad, k_pad, ws.data_ptr(), ws.numel(), index, stream))
     if out_run is not out:
         out.copy_(out_run[:, :n])
     return out

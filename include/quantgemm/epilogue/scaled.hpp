@@ -80,7 +80,8 @@ using OutStorage = cutlass::half_t;
 
 /// The output node's function: sa * x, plus the bias when there is one, in fp32, rounded once to
 /// bf16 or fp16 (the runtime argument). The bias comes as its 16-bit code, converted exactly to
-/// fp32 by Sm90Compute's input conversion.
+/// fp32 by Sm90Compute's input conversion. (T: Sm90Compute instantiates its function on the compute
+/// type; this one is written for fp32 fragments only.)
 template <class T>
 struct ScaleToOut {
   using Arguments = OutTypeArguments;
