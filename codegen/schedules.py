@@ -292,7 +292,7 @@ U4B8_BF16 = with_rules(Family(
 # The other weight and activation types run the same mainloop (u4: one more shared-memory row, the
 # zero points, beside each scale row; fp16: other constants in the converter). u4 x bf16 has rules
 # of its own (its tuner timings up to M = 64, u4b8's beyond). The fp16 families' rules come from
-# their weight type's bf16 timings over the 7 or 8 schedules that serve those best together
+# their weight type's bf16 timings over the 16 schedules that serve those best together
 # (`quantgemm.tune --max-schedules`), which keeps the default build short.
 
 #: u4 weights with a zero point per group and column (AWQ, GPTQ without sym) x bf16 activations.
