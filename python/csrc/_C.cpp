@@ -17,6 +17,7 @@
 #include "quantgemm/launch/prepack_b.hpp"
 #include "quantgemm/launch/quantize_fp8.hpp"
 #include "quantgemm/launch/stream_read.hpp"
+#include "quantgemm/kernel/stream_k.hpp"
 
 namespace nb = nanobind;
 using namespace quantgemm;
@@ -249,6 +250,35 @@ void stream_read_probe(uintptr_t src, int64_t bytes, uintptr_t sink, int device,
   DeviceGuard::check(stream_read(ptr<void const>(src), bytes, ptr<uint32_t>(sink), stream_of(stream)), "stream_read");
 }
 
+/// The stream-K decomposition of a launch (kernel/stream_k.hpp), for tests: (dp_tiles, sk_tiles,
+/// chain, the sk_ctas + 1 range bounds, which ranges are helpers, and for each stream-K tile the CTA
+/// of its last unit as the kernels find it from the first piece's CTA).
+std::tuple<int, int, int, std::vector<uint32_t>, std::vector<int>, std::vector<int>> stream_k_ranges(
+    int tiles_n, int tiles_m, int iters, int ctas, int min_sk_iters, int chain) {
+  StreamKDecomposition const d = StreamKDecomposition::make(tiles_n, tiles_m, iters, ctas, min_sk_iters, chain);
+  if (d.grid == 0) {
+    throw std::invalid_argument("stream_k_ranges: no decomposition");
+  }
+  std::vector<uint32_t> bounds;
+  std::vector<int> helper;
+  for (int c = 0; c <= d.sk_ctas; ++c) {
+    bounds.push_back(d.sk_begin(c));
+    if (c < d.sk_ctas) {
+      helper.push_back(int((d.helpers[c / 32] >> (c % 32)) & 1u));
+    }
+  }
+  std::vector<int> last;
+  for (int t = 0; t < d.sk_tiles; ++t) {
+    uint32_t const u0 = uint32_t(t) * uint32_t(iters);
+    int first = 0;
+    while (d.sk_begin(first + 1) <= u0) {
+      ++first;
+    }
+    last.push_back(d.sk_owner(u0 + uint32_t(iters) - 1, first));
+  }
+  return {d.dp_tiles, d.sk_tiles, d.chain, bounds, helper, last};
+}
+
 }  // namespace
 
 NB_MODULE(_C, m) {
@@ -264,5 +294,7 @@ NB_MODULE(_C, m) {
   m.def("prepack_host", &prepack_host);
   m.def("unpack_host", &unpack_host);
   m.def("stream_read", &stream_read_probe);
+  m.def("stream_k_ranges", &stream_k_ranges, nb::arg("tiles_n"), nb::arg("tiles_m"), nb::arg("iters"), nb::arg("ctas"),
+        nb::arg("min_sk_iters"), nb::arg("chain"));
   m.def("quantize_fp8", &quantize_fp8_rows);
 }

@@ -484,8 +484,8 @@ struct MixedInputKernel {
     }
     if (!whole) {  // the first piece: wait for the later ones, add them in CTA order
       uint32_t const u0 = uint32_t(seg.sk_tile) * uint32_t(d.iters);
-      int const c_lo = d.sk_owner(u0);
-      int const c_hi = d.sk_owner(u0 + d.iters - 1);
+      int const c_lo = int(blockIdx.x);  // the first piece's CTA
+      int const c_hi = d.sk_owner(u0 + d.iters - 1, c_lo);
       if (threadIdx.x == 0) {
         for (int seen = -1;;) {
           asm volatile("ld.acquire.gpu.global.s32 %0, [%1];" : "=r"(seen) : "l"(counter) : "memory");

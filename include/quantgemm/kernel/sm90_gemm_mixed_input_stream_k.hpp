@@ -170,7 +170,7 @@ struct Sm90GemmMixedInputStreamK {
         }
       } else if (threadIdx.x / 32 == 1 && ClusterK == 1) {
         wait_for_previous_kernel();
-        signal_partials(p, threadIdx.x % 32);
+        signal_partials(p, s, threadIdx.x % 32);
       }
     } else {
       if constexpr (kReconfigureRegisters) {
@@ -190,7 +190,7 @@ struct Sm90GemmMixedInputStreamK {
         if constexpr (ClusterK > 1) {
           finished = reduce_in_cluster(s, accum, ct);
         } else {
-          finished = seg.whole(p.work.iters) || reduce_partials(p, seg, accum, ct);
+          finished = seg.whole(p.work.iters) || reduce_partials(p, s, seg, accum, ct);
         }
         if (finished) {
           store_tile(p, s, accum, seg.tile % tiles_n, seg.tile / tiles_n, ct);
@@ -212,8 +212,9 @@ struct Sm90GemmMixedInputStreamK {
   /// tile's later pieces are published once the consumers have stored them (a release increment:
   /// the consumers go on at once); for the tile's first piece, whose CTA adds up the others, the
   /// warp waits for all of them while the consumers still run that piece's mainloop, then lets
-  /// the consumers in. The counter is left at zero for the next launch.
-  CUTE_DEVICE static void signal_partials(Params const& p, int lane) {
+  /// the consumers in, with the last piece's CTA in shared memory (s.sk_last). The counter is left
+  /// at zero for the next launch.
+  CUTE_DEVICE static void signal_partials(Params const& p, SharedStorage& s, int lane) {
     StreamKDecomposition const& d = p.work;
     SegmentIterator segments(d, blockIdx.x);
     for (WorkSegment seg; segments.next(seg);) {
@@ -229,7 +230,9 @@ struct Sm90GemmMixedInputStreamK {
       } else {
         if (lane == 0) {
           uint32_t const u0 = uint32_t(seg.sk_tile) * uint32_t(d.iters);
-          int const later = d.sk_owner(u0 + d.iters - 1) - d.sk_owner(u0);
+          int const last = d.sk_owner(u0 + d.iters - 1, blockIdx.x);  // (this CTA owns u0)
+          int const later = last - int(blockIdx.x);
+          s.sk_last = last;
           for (int seen = -1;;) {
             asm volatile("ld.acquire.gpu.global.s32 %0, [%1];" : "=r"(seen) : "l"(counter) : "memory");
             if (seen == later) {
@@ -249,7 +252,7 @@ struct Sm90GemmMixedInputStreamK {
   /// CTA's workspace slot, hands it to the signalling warp and returns false. The tile's first
   /// piece waits until every later piece is published, adds them to its own in CTA order
   /// (deterministic) and returns true. (A CTA's range holds at most one later piece, first.)
-  CUTE_DEVICE static bool reduce_partials(Params const& p, WorkSegment const& seg,
+  CUTE_DEVICE static bool reduce_partials(Params const& p, SharedStorage const& s, WorkSegment const& seg,
                                           typename Mainloop::Accumulator& accum, int ct) {
     StreamKDecomposition const& d = p.work;
     constexpr int kChunks = TileM * Mainloop::kBlocksN / 8;  // float4 chunks per thread
@@ -270,10 +273,9 @@ struct Sm90GemmMixedInputStreamK {
       cutlass::arch::NamedBarrier::arrive(kSignalThreads, kPublishBarrier);
       return false;
     }
-    uint32_t const u0 = uint32_t(seg.sk_tile) * uint32_t(d.iters);
-    int const c_lo = d.sk_owner(u0);
-    int const c_hi = d.sk_owner(u0 + d.iters - 1);
+    int const c_lo = int(blockIdx.x);  // the first piece's CTA
     cutlass::arch::NamedBarrier::sync(kSignalThreads, kReadyBarrier);
+    int const c_hi = s.sk_last;  // found by the signalling warp while the mainloop ran
     for (int c0 = c_lo + 1; c0 <= c_hi; c0 += kBatch) {
       float4 x[kBatch][kChunks];
       CUTE_UNROLL

@@ -167,6 +167,7 @@ struct Sm90MixedInputConfig {
   struct SharedStorage : ClusterPartials<kPartFloats> {
     typename Tile::template Storage<kStages> mainloop;
     SmemArray<Element, TileM * TileN, 128> out;  // (TileM, TileN), n fastest
+    int sk_last;  ///< stream-K: the CTA of the last piece of the tile whose first piece this CTA adds up
   };
 
   static constexpr int kSharedBytes = int(sizeof(SharedStorage));

@@ -15,6 +15,13 @@
     equal ranges, one per CTA of a cluster of `split` consecutive CTAs (rank r takes the r-th), which
     add up their partials in the cluster's shared memory (the kernel's ClusterK). No scratch.
 
+    Ranges of unequal length (make's `chain` > 0): every CTA's range ends at the same time but for
+    the fixup's chain (a later piece stored, published and acquired), so a tile whose later piece
+    ends a range waits for it. A range that holds no tile's first piece (a "helper", inside one tile)
+    is cut `chain` iterations shorter and the others share what it gives up, so that every later
+    piece is published about when the first pieces' mainloops end. When the tiles are fewer than
+    the CTAs, some ranges must be helpers (each first piece ends a range of its own).
+
     Progress: a CTA waits only for higher-numbered CTAs, and only after publishing its own later
     piece, which comes first in its range. CTAs launch in index order, so of the CTAs resident at
     any time all but the highest finish; the wait can stall only while a single SM is free to the
@@ -24,9 +31,26 @@
 
 #include <cstdint>
 
-#include "cute/config.hpp"
+// plain C++ for the host (quantgemm._C reads it without CUTLASS), device functions under nvcc
+#if defined(__CUDACC__)
+#define QUANTGEMM_HOST_DEVICE __host__ __device__ __forceinline__
+#else
+#define QUANTGEMM_HOST_DEVICE inline
+#endif
 
 namespace quantgemm {
+
+QUANTGEMM_HOST_DEVICE uint32_t popcount32(uint32_t x) {
+#if defined(__CUDA_ARCH__)
+  return uint32_t(__popc(x));
+#else
+  uint32_t n = 0;
+  for (; x != 0; x &= x - 1) {
+    ++n;
+  }
+  return n;
+#endif
+}
 
 struct StreamKDecomposition {
   int tiles_n = 0;   ///< tiles along the weight's N
@@ -36,12 +60,18 @@ struct StreamKDecomposition {
   int sk_tiles = 0;  ///< tiles after those, shared out by stream-K
   int sk_ctas = 0;   ///< CTAs taking part in stream-K (the first sk_ctas)
   int grid = 0;      ///< CTAs launched
+  int chain = 0;     ///< iterations a helper range gives up (0: ranges of equal length)
+  uint32_t sk_span = 0;  ///< sk_units() plus `chain` per helper: what the ranges are cut from
+  static constexpr int kMaskWords = 8;
+  uint32_t helpers[kMaskWords] = {};        ///< bit c: CTA c's range is a helper's, `chain` shorter
+  uint8_t helpers_before[kMaskWords] = {};  ///< helper ranges in the words before each
 
   static constexpr int64_t kMaxUnitProduct = int64_t(1) << 31;
 
-  /// `min_sk_iters`: the shortest stream-K range worth its fixup. Returns grid == 0 when the
-  /// problem is too large for 32-bit unit arithmetic (K above about 2^31 / 128 / ctas^2 * 64).
-  static StreamKDecomposition make(int tiles_n, int tiles_m, int iters, int ctas, int min_sk_iters) {
+  /// `min_sk_iters`: the shortest stream-K range worth its fixup; `chain`: the fixup's chain in
+  /// k-iterations, by which helper ranges are cut shorter (0: equal ranges). Returns grid == 0 when
+  /// the problem is too large for 32-bit unit arithmetic (K above about 2^31 / 128 / ctas^2 * 64).
+  static StreamKDecomposition make(int tiles_n, int tiles_m, int iters, int ctas, int min_sk_iters, int chain = 0) {
     StreamKDecomposition d;
     d.tiles_n = tiles_n;
     d.tiles_m = tiles_m;
@@ -61,6 +91,13 @@ struct StreamKDecomposition {
     d.grid = d.dp_tiles > 0 ? ctas : d.sk_ctas;
     if (sk_units * (d.sk_ctas + 1) >= kMaxUnitProduct) {
       d.grid = 0;
+      return d;
+    }
+    d.sk_span = uint32_t(sk_units);
+    // helpers make the other ranges longer by their share: worth it where they are few (measured on
+    // the H200, docs/kernel.md: 3-9% faster with 112 tiles on 132 CTAs, up to 10% slower with 32-40)
+    if (chain > 0 && d.sk_ctas > d.sk_tiles && 4 * d.sk_tiles >= 3 * d.sk_ctas && d.sk_ctas <= 32 * kMaskWords) {
+      d.plan_helpers(chain);
     }
     return d;
   }
@@ -78,14 +115,80 @@ struct StreamKDecomposition {
   }
 
   // Unit arithmetic is 32-bit: make() refuses more than kMaxUnitProduct units x CTAs.
-  CUTE_HOST_DEVICE uint32_t sk_units() const { return uint32_t(sk_tiles) * uint32_t(iters); }
+  QUANTGEMM_HOST_DEVICE uint32_t sk_units() const { return uint32_t(sk_tiles) * uint32_t(iters); }
+  /// Helper ranges among CTAs 0 .. c - 1 (c < 32 kMaskWords).
+  QUANTGEMM_HOST_DEVICE uint32_t helpers_below(int c) const {
+    return helpers_before[c / 32] + popcount32(helpers[c / 32] & ((1u << (c % 32)) - 1));
+  }
   /// First stream-K unit of CTA c (c may equal sk_ctas: the end).
-  CUTE_HOST_DEVICE uint32_t sk_begin(int c) const { return uint32_t(c) * sk_units() / uint32_t(sk_ctas); }
-  /// The CTA whose stream-K range holds unit u.
-  CUTE_HOST_DEVICE int sk_owner(uint32_t u) const { return int(((u + 1) * uint32_t(sk_ctas) - 1) / sk_units()); }
+  QUANTGEMM_HOST_DEVICE uint32_t sk_begin(int c) const {
+    if (chain == 0) {
+      return uint32_t(c) * sk_units() / uint32_t(sk_ctas);
+    }
+    return c >= sk_ctas ? sk_units() : uint32_t(c) * sk_span / uint32_t(sk_ctas) - uint32_t(chain) * helpers_below(c);
+  }
+  /// The CTA whose stream-K range holds unit u, searched from CTA `from` (at most the owner) on:
+  /// unequal ranges take a step per range (a tile's pieces are few).
+  QUANTGEMM_HOST_DEVICE int sk_owner(uint32_t u, int from = 0) const {
+    if (chain == 0) {
+      return int(((u + 1) * uint32_t(sk_ctas) - 1) / sk_units());
+    }
+    int c = from;
+    while (c + 1 < sk_ctas && sk_begin(c + 1) <= u) {
+      ++c;
+    }
+    return c;
+  }
   /// Workspace slot of CTA c's piece of stream-K tile s.
-  CUTE_HOST_DEVICE int sk_slot(int c, int s) const { return 2 * c + (s == sk_begin(c) / iters ? 0 : 1); }
-  CUTE_HOST_DEVICE int sk_slots() const { return 2 * sk_ctas; }
+  QUANTGEMM_HOST_DEVICE int sk_slot(int c, int s) const { return 2 * c + (s == sk_begin(c) / iters ? 0 : 1); }
+  QUANTGEMM_HOST_DEVICE int sk_slots() const { return 2 * sk_ctas; }
+
+ private:
+  /// Marks the helper ranges: sweeping the CTAs in order, a range whose full length would not hold a
+  /// tile's first piece of at least `chain` iterations is a helper, `chain` shorter. The span is
+  /// sk_units() plus `chain` per helper assumed; the sweep can find fewer than it assumed (the last
+  /// range, which ends at sk_units(), then ends that much early), so the assumption starts at the
+  /// fewest helpers there can be and grows until the sweep finds no more. Ranges too short for the
+  /// chain stay equal.
+  void plan_helpers(int c_iters) {
+    uint32_t const units = sk_units();
+    uint32_t const n = uint32_t(sk_ctas);
+    uint32_t const ch = uint32_t(c_iters);
+    for (uint32_t assumed = n - uint32_t(sk_tiles); assumed <= n; ++assumed) {
+      int64_t const span = int64_t(units) + int64_t(ch) * assumed;
+      if (span * (n + 1) >= kMaxUnitProduct || uint32_t(span) / n < 2 * ch) {
+        return;
+      }
+      uint32_t mask[kMaskWords] = {};
+      uint32_t const q = uint32_t(span) / n, r = uint32_t(span) % n;
+      uint32_t base = 0, rem = 0, found = 0, tile_start = 0, last_begin = 0;  // base = floor(c span / n)
+      for (uint32_t c = 0; c < n; ++c) {
+        last_begin = base - ch * found;
+        base += q;
+        rem += r;
+        if (rem >= n) {
+          rem -= n;
+          ++base;
+        }
+        while (tile_start < last_begin) {
+          tile_start += uint32_t(iters);
+        }
+        if (tile_start + ch > base - ch * found) {  // no first piece of `chain` iterations in reach
+          mask[c / 32] |= 1u << (c % 32);
+          ++found;
+        }
+      }
+      if (found <= assumed && last_begin < units) {
+        chain = c_iters;
+        sk_span = uint32_t(span);
+        for (uint32_t w = 0, before = 0; w < kMaskWords; before += popcount32(mask[w]), ++w) {
+          helpers[w] = mask[w];
+          helpers_before[w] = uint8_t(before);
+        }
+        return;
+      }
+    }
+  }
 };
 
 /// One piece of work: k-iterations [k_begin, k_end) of tile `tile`.
@@ -94,16 +197,16 @@ struct WorkSegment {
   int k_begin;
   int k_end;
   int sk_tile;  ///< index among the stream-K tiles, -1 for a data-parallel tile
-  CUTE_HOST_DEVICE bool whole(int iters) const { return k_begin == 0 && k_end == iters; }
+  QUANTGEMM_HOST_DEVICE bool whole(int iters) const { return k_begin == 0 && k_end == iters; }
 };
 
 /// The pieces of work of one CTA, in order: its data-parallel tiles, then its stream-K range.
 class SegmentIterator {
  public:
-  CUTE_HOST_DEVICE SegmentIterator(StreamKDecomposition const& d, int cta)
+  QUANTGEMM_HOST_DEVICE SegmentIterator(StreamKDecomposition const& d, int cta)
       : d_(d), tile_(cta), unit_(cta < d.sk_ctas ? d.sk_begin(cta) : 0u), end_(cta < d.sk_ctas ? d.sk_begin(cta + 1) : 0u) {}
 
-  CUTE_HOST_DEVICE bool next(WorkSegment& seg) {
+  QUANTGEMM_HOST_DEVICE bool next(WorkSegment& seg) {
     if (tile_ < d_.dp_tiles) {
       seg = WorkSegment{tile_, 0, d_.iters, -1};
       tile_ += d_.grid;
@@ -133,10 +236,10 @@ class SegmentIterator {
 template <int Split>
 class SplitSegment {
  public:
-  CUTE_HOST_DEVICE SplitSegment(StreamKDecomposition const& d, int cta)
+  QUANTGEMM_HOST_DEVICE SplitSegment(StreamKDecomposition const& d, int cta)
       : tile_(cta / Split), begin_(cta % Split * d.iters / Split), end_((cta % Split + 1) * d.iters / Split) {}
 
-  CUTE_HOST_DEVICE bool next(WorkSegment& seg) {
+  QUANTGEMM_HOST_DEVICE bool next(WorkSegment& seg) {
     if (tile_ < 0) {
       return false;
     }

@@ -38,6 +38,11 @@ __global__ void __launch_bounds__(Config::kThreads, 1)
 /// The shortest stream-K range worth its fixup, in k.
 inline constexpr int kMinStreamKDepth = 256;
 
+/// Stream-K's fixup chain (a later piece stored, published and acquired; about 2 us on the H200) as
+/// the bytes an SM streams meanwhile at its share of the memory bandwidth (about 34 KB/us); in
+/// k-iterations of a schedule, what its helper ranges give up (kernel/stream_k.hpp).
+inline constexpr int kStreamKChainBytes = 68 * 1024;
+
 /// One schedule; ScaleRows 2 is the variant for groups of 32 (two scale rows a 64-deep k-block),
 /// which takes group_size 32 only, and ScaleRows 1 every other group size. Activation e4m3: the W4A8
 /// kernels (u4b8 weights in the e4m3 layout, 128-deep stages, groups of a multiple of 128 or K; K and
@@ -78,7 +83,8 @@ LaunchResult launch_sm90_mixed_input_mm(MixedInputMmArgs const& x) {
   int const iters = (x.K + Tile::TileK - 1) / Tile::TileK;
   StreamKDecomposition const work =
       ClusterK > 1 ? StreamKDecomposition::make_split(tiles_n, tiles_m, iters, ClusterK)
-                   : StreamKDecomposition::make(tiles_n, tiles_m, iters, sms, kMinStreamKDepth / Tile::TileK);
+                   : StreamKDecomposition::make(tiles_n, tiles_m, iters, sms, kMinStreamKDepth / Tile::TileK,
+                                                int((kStreamKChainBytes + Tile::kStageBytes - 1) / Tile::kStageBytes));
   if (!stream_k_scratch_fits(work, Config::kTileFloats, x, result)) {
     return result;
   }
