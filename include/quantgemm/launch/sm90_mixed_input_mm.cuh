@@ -40,8 +40,13 @@ inline constexpr int kMinStreamKDepth = 256;
 
 /// Stream-K's fixup chain (a later piece stored, published and acquired; about 2 us on the H200) as
 /// the bytes an SM streams meanwhile at its share of the memory bandwidth (about 34 KB/us); in
-/// k-iterations of a schedule, what its helper ranges give up (kernel/stream_k.hpp).
+/// k-iterations of a schedule, what its helper ranges give up (kernel/stream_k.hpp). Decode tiles
+/// only (up to 16 tokens, where the weight stream sets the pace): on 64-token tiles it measured no
+/// gain (docs/kernel.md).
 inline constexpr int kStreamKChainBytes = 68 * 1024;
+template <class Tile>
+inline constexpr int kStreamKChain =
+    Tile::TileM <= 16 ? int((kStreamKChainBytes + Tile::kStageBytes - 1) / Tile::kStageBytes) : 0;
 
 /// One schedule; ScaleRows 2 is the variant for groups of 32 (two scale rows a 64-deep k-block),
 /// which takes group_size 32 only, and ScaleRows 1 every other group size. Activation e4m3: the W4A8
@@ -84,7 +89,7 @@ LaunchResult launch_sm90_mixed_input_mm(MixedInputMmArgs const& x) {
   StreamKDecomposition const work =
       ClusterK > 1 ? StreamKDecomposition::make_split(tiles_n, tiles_m, iters, ClusterK)
                    : StreamKDecomposition::make(tiles_n, tiles_m, iters, sms, kMinStreamKDepth / Tile::TileK,
-                                                int((kStreamKChainBytes + Tile::kStageBytes - 1) / Tile::kStageBytes));
+                                                kStreamKChain<Tile>);
   if (!stream_k_scratch_fits(work, Config::kTileFloats, x, result)) {
     return result;
   }
