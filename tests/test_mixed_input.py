@@ -293,6 +293,7 @@ def test_mm_u4_matches_reference(schedule, n, k, g):
 @requires_hopper
 @pytest.mark.parametrize("m", M_VALUES)
 def test_mm_u4_heuristic_matches_reference(m):
+    built_schedules("u4", torch.bfloat16)
     check_mm_u4(m, 28672, 8192, 128)
 
 
