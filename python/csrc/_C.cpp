@@ -13,11 +13,11 @@
 #include <nanobind/stl/tuple.h>
 #include <nanobind/stl/vector.h>
 
+#include "quantgemm/kernel/stream_k.hpp"
 #include "quantgemm/launch/dispatch.hpp"
 #include "quantgemm/launch/prepack_b.hpp"
 #include "quantgemm/launch/quantize_fp8.hpp"
 #include "quantgemm/launch/stream_read.hpp"
-#include "quantgemm/kernel/stream_k.hpp"
 
 namespace nb = nanobind;
 using namespace quantgemm;
