@@ -129,7 +129,7 @@ struct StreamKDecomposition {
   }
   /// The CTA whose stream-K range holds unit u, searched from CTA `from` (at most the owner) on:
   /// unequal ranges take a step per range (a tile's pieces are few).
-  QUANTGEMM_HOST_DEVICE int sk_owner(uint32_t u, int from = 0) const {
+  QUANTGEMM_HOST_DEVICE int sk_owner(uint32_t u, int from) const {
     if (chain == 0) {
       return int(((u + 1) * uint32_t(sk_ctas) - 1) / sk_units());
     }
