@@ -319,17 +319,17 @@ U8_FP16 = with_rules(replace(U8_BF16, name="u8_fp16", activation="cutlass::half_
 
 def group32(family: Family) -> Family:
     """`family` for groups of 32, half a k-block: the mainloop loads and applies two scale (and
-    zero-point) rows per 64-deep block, one for each pair of k16 steps. Four hand-set 64-deep
-    tilings, after what the tuner chose for the other groups (decode; up to M = 64, 128 or 256
-    weight rows by N; prefill): such checkpoints are rare enough not to double the build."""
+    zero-point) rows per 64-deep block, one for each pair of k16 steps, so 64-deep tiles only: the
+    stream-K and split-K tiles of 8 to 64 tokens and three prefill tiles."""
     weight, activation = family.name.split("_")
-    decode, middle_n, middle, prefill = _tile(256, 8), _tile(128, 64), _tile(256, 64), _tile(128, 128)
-    return replace(family, name=f"{weight}_g32_{activation}", scale_rows=2, space=(decode, middle_n, middle, prefill),
-                   rules=(Rule(decode, m_max=8), Rule(middle_n, m_max=64, n_max=10240), Rule(middle, m_max=64),
-                          Rule(prefill)),
-                   rules_source="hand-set after the group-128 timings, until tuned")
+    space = (tuple(s for s in _NARROW_TILES if s.tile_k == 64) + _split_k_tiles(64)
+             + (_tile(128, 128), _tile(128, 256), _tile(256, 128)))
+    name = f"{weight}_g32_{activation}"
+    return with_rules(replace(family, name=name, scale_rows=2, space=space), RULES_DIR / f"{name}.json")
 
 
+#: Rules from the tuner: u4b8 x bf16 and u8b128 x bf16 over 12 schedules each, the other types over
+#: 8 of the same tiles, from the timings of their code width's bf16 family.
 MIXED_INPUT_G32 = tuple(group32(f) for f in (U4B8_BF16, U4_BF16, U4B8_FP16, U4_FP16, U8B128_BF16, U8_BF16,
                                              U8B128_FP16, U8_FP16))
 

@@ -132,7 +132,7 @@ def test_split_k_clusters_are_c_by_1_by_1():
     for bad in ((5, 1, 1), (1, 2, 1), (8, 1, 1)):
         assert any("cluster" in p for p in Schedule(128, 8, 128, bad).problems())
     # the families with split-K cluster tiles in their rules (the fp16 ones from their bf16 timings)
-    tuned = {f"{w}_{a}" for w in ("u4b8", "u4", "u8b128", "u8") for a in ("bf16", "fp16")}
+    tuned = {f"{w}{g}_{a}" for w in ("u4b8", "u4", "u8b128", "u8") for g in ("", "_g32") for a in ("bf16", "fp16")}
     by_name = {f.name: f for f in FAMILIES}
     for name in tuned:
         assert any(s.cluster != (1, 1, 1) for s in by_name[name].schedules()), name
@@ -142,6 +142,9 @@ def test_split_k_clusters_are_c_by_1_by_1():
     # the fp16 families keep the default build short: at most 16 schedules each
     for w in ("u4b8", "u4", "u8b128", "u8"):
         assert len(by_name[f"{w}_fp16"].schedules()) <= 16
+        # and the group-32 ones, a rarer format: at most 12 (bf16 u4b8 and u8b128) or 8
+        for a in ("bf16", "fp16"):
+            assert len(by_name[f"{w}_g32_{a}"].schedules()) <= (12 if f"{w}_{a}" in ("u4b8_bf16", "u8b128_bf16") else 8)
 
 
 def test_all_builds_every_candidate():
