@@ -115,7 +115,7 @@ class Sm80Schedule:
 
 
 #: Token tiles (the GEMM's N when swapped) and k depths of the W8A8 schedules.
-SCALED_TILE_N = (16, 32, 64, 128, 256)
+SCALED_TILE_N = (16, 32, 64, 128, 192, 256)
 SCALED_TILE_K = (64, 128, 256)
 
 
@@ -393,16 +393,21 @@ SCALED_SPACE = (
 FP8FAST = with_rules(Family(
     name="fp8fast", weight="cutlass::float_e4m3_t", space=SCALED_SPACE, kind="scaled_mm",
     epilogue="ScaledAccBias", kernel_suffix="FP8FastAccum"), RULES_DIR / "fp8fast.json")
+#: The W8A8 tilings of at most 64 x 128 accumulators per consumer warpgroup, 128-deep.
+_NARROW_SCALED_SPACE = tuple(s for s in SCALED_SPACE
+                             if s.tile_k == 128 and s.tile_m * s.tile_n // (2 if s.kernel == "coop" else 1) <= 64 * 128)
 #: FP8 with the accumulators promoted into fp32 every 128 of K (CUTLASS's two-level accumulation):
-#: the second set of accumulators spills beyond 64 x 128 per consumer warpgroup, so no wider tiles,
-#: and the promotion interval (4 wgmma k-steps) must be whole tiles, so tile_k 128.
+#: the second set of accumulators spills beyond 64 x 192 per consumer warpgroup (ptxas: none on
+#: 128 x 192 cooperative tiles, 900 bytes a thread on 256 x 128), and the promotion interval (4 wgmma
+#: k-steps) must be whole tiles, so tile_k 128.
 FP8 = with_rules(replace(
     FP8FAST, name="fp8", kernel_suffix="",
-    space=tuple(s for s in SCALED_SPACE
-                if s.tile_k == 128 and s.tile_m * s.tile_n // (2 if s.kernel == "coop" else 1) <= 64 * 128)),
+    space=_NARROW_SCALED_SPACE + (_scaled(128, 192), _scaled(128, 192, cluster=(2, 1, 1)),
+                                  _scaled(128, 192, stream_k=True))),
     RULES_DIR / "fp8.json")
 #: INT8 x INT8, int32 accumulation, the zero-point epilogue (azp and azp_adj optional).
-INT8 = with_rules(replace(FP8, name="int8", weight="int8_t", epilogue="AzpTokenScaledAccBias"), RULES_DIR / "int8.json")
+INT8 = with_rules(replace(FP8, name="int8", weight="int8_t", epilogue="AzpTokenScaledAccBias",
+                          space=_NARROW_SCALED_SPACE), RULES_DIR / "int8.json")
 
 
 def block_scaled_problems(s: ScaledSchedule) -> list[str]:
