@@ -328,8 +328,9 @@ def group32(family: Family) -> Family:
     return with_rules(replace(family, name=name, scale_rows=2, space=space), RULES_DIR / f"{name}.json")
 
 
-#: Rules from the tuner: u4b8 x bf16 and u8b128 x bf16 over 12 schedules each, the other types over
-#: 8 of the same tiles, from the timings of their code width's bf16 family.
+#: Rules from the tuner: the bf16 families on their own timings (u4b8 and u8b128 over 12 schedules,
+#: u4 over 11, u8 over 8), the fp16 ones over 8 of the same tiles from their code width's u4b8 or
+#: u8b128 timings.
 MIXED_INPUT_G32 = tuple(group32(f) for f in (U4B8_BF16, U4_BF16, U4B8_FP16, U4_FP16, U8B128_BF16, U8_BF16,
                                              U8B128_FP16, U8_FP16))
 
