@@ -13,7 +13,8 @@ SHAPES = [(112, 1, 64, 132), (32, 1, 224, 132), (48, 2, 64, 132), (224, 1, 64, 1
 
 
 def ranges(shape, chain, min_sk_iters=2):
-    return native().stream_k_ranges(*shape, min_sk_iters, chain)
+    """(dp_tiles, sk_tiles, chain, range bounds, helpers, last pieces' CTAs) of the decomposition."""
+    return native().stream_k_ranges(*shape, min_sk_iters, chain)[1:]
 
 
 @pytest.mark.parametrize("chain", [0, 1, 2, 4, 8])
@@ -62,3 +63,30 @@ def test_helpers_are_planned_where_the_tiles_are_most_of_the_ctas():
     assert ranges((112, 1, 64, 132), 4)[2] == 4    # 70B gate_proj at M = 1: 19 helpers of 132
     assert ranges((32, 1, 224, 132), 4)[2] == 0    # 70B down_proj: 100 of 132 would be helpers
     assert ranges((112, 1, 64, 132), 0)[2] == 0
+
+
+@pytest.mark.parametrize("shape", SHAPES)
+def test_a_nearly_full_last_wave_runs_whole_tiles(shape):
+    """With dp_slack, a last wave whose idle CTAs cost no more than the slack runs every tile whole
+    (no stream-K, a grid of at most the tiles); otherwise the decomposition is the one without it."""
+    tiles_n, tiles_m, iters, ctas = shape
+    tiles = tiles_n * tiles_m
+    rest = tiles % ctas
+    for slack in (0, 1, 12, 100):
+        grid, dp_tiles, sk_tiles, _, bounds, _, _ = native().stream_k_ranges(*shape, 2, 0, slack)
+        if rest and (ctas - rest) * iters <= slack * ctas:
+            assert (grid, dp_tiles, sk_tiles, bounds) == (min(tiles, ctas), tiles, 0, [0])
+        else:
+            assert (dp_tiles, sk_tiles) == native().stream_k_ranges(*shape, 2, 0, 0)[1:3]
+
+
+def test_whole_tiles_where_the_last_wave_is_nearly_full():
+    # slack 16: the launcher's for 64-deep prefill tiles (1024 / TileK, launch/sm90_mixed_input_mm.cuh)
+    # Llama-3-8B o_proj at M = 512 on 128 x 128 tiles: 128 tiles of 64 iterations on 132 SMs
+    assert native().stream_k_ranges(32, 4, 64, 132, 4, 0, 16)[:3] == (128, 128, 0)
+    # 70B down_proj at M = 512 on 128 x 256 tiles: 128 tiles of 448 iterations
+    assert native().stream_k_ranges(64, 2, 448, 132, 4, 0, 16)[:3] == (128, 128, 0)
+    # 8B qkv at M = 512 on 128 x 256 tiles: 96 tiles leave too many SMs idle
+    assert native().stream_k_ranges(48, 2, 64, 132, 4, 0, 16)[1:3] == (0, 96)
+    # a whole wave and a nearly full second one: 260 tiles run in two waves of 132 CTAs
+    assert native().stream_k_ranges(260, 1, 64, 132, 4, 0, 16)[:3] == (132, 260, 0)

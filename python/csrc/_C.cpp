@@ -250,19 +250,20 @@ void stream_read_probe(uintptr_t src, int64_t bytes, uintptr_t sink, int device,
   DeviceGuard::check(stream_read(ptr<void const>(src), bytes, ptr<uint32_t>(sink), stream_of(stream)), "stream_read");
 }
 
-/// The stream-K decomposition of a launch (kernel/stream_k.hpp), for tests: (dp_tiles, sk_tiles,
-/// chain, the sk_ctas + 1 range bounds, which ranges are helpers, and for each stream-K tile the CTA
-/// of its last unit as the kernels find it from the first piece's CTA).
-std::tuple<int, int, int, std::vector<uint32_t>, std::vector<int>, std::vector<int>> stream_k_ranges(
-    int tiles_n, int tiles_m, int iters, int ctas, int min_sk_iters, int chain) {
-  StreamKDecomposition const d = StreamKDecomposition::make(tiles_n, tiles_m, iters, ctas, min_sk_iters, chain);
+/// The stream-K decomposition of a launch (kernel/stream_k.hpp), for tests: (grid, dp_tiles,
+/// sk_tiles, chain, the sk_ctas + 1 range bounds, which ranges are helpers, and for each stream-K
+/// tile the CTA of its last unit as the kernels find it from the first piece's CTA).
+std::tuple<int, int, int, int, std::vector<uint32_t>, std::vector<int>, std::vector<int>> stream_k_ranges(
+    int tiles_n, int tiles_m, int iters, int ctas, int min_sk_iters, int chain, int dp_slack) {
+  StreamKDecomposition const d =
+      StreamKDecomposition::make(tiles_n, tiles_m, iters, ctas, min_sk_iters, chain, dp_slack);
   if (d.grid == 0) {
     throw std::invalid_argument("stream_k_ranges: no decomposition");
   }
   std::vector<uint32_t> bounds;
   std::vector<int> helper;
   for (int c = 0; c <= d.sk_ctas; ++c) {
-    bounds.push_back(d.sk_begin(c));
+    bounds.push_back(c == d.sk_ctas ? d.sk_units() : d.sk_begin(c));  // sk_begin divides by sk_ctas
     if (c < d.sk_ctas) {
       helper.push_back(int((d.helpers[c / 32] >> (c % 32)) & 1u));
     }
@@ -276,7 +277,7 @@ std::tuple<int, int, int, std::vector<uint32_t>, std::vector<int>, std::vector<i
     }
     last.push_back(d.sk_owner(u0 + uint32_t(iters) - 1, first));
   }
-  return {d.dp_tiles, d.sk_tiles, d.chain, bounds, helper, last};
+  return {d.grid, d.dp_tiles, d.sk_tiles, d.chain, bounds, helper, last};
 }
 
 }  // namespace
@@ -295,6 +296,6 @@ NB_MODULE(_C, m) {
   m.def("unpack_host", &unpack_host);
   m.def("stream_read", &stream_read_probe);
   m.def("stream_k_ranges", &stream_k_ranges, nb::arg("tiles_n"), nb::arg("tiles_m"), nb::arg("iters"), nb::arg("ctas"),
-        nb::arg("min_sk_iters"), nb::arg("chain"));
+        nb::arg("min_sk_iters"), nb::arg("chain"), nb::arg("dp_slack") = 0);
   m.def("quantize_fp8", &quantize_fp8_rows);
 }

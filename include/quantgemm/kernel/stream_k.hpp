@@ -2,10 +2,10 @@
     \brief Work decomposition of a persistent GEMM over `grid` CTAs: data-parallel whole tiles, then
            stream-K over the rest.
 
-    T output tiles of I k-iterations each. The first dp_tiles tiles (a whole number of waves) go
-    round-robin to the CTAs, each computed whole by one CTA. The remaining sk_tiles * I iterations
-    are cut into sk_ctas contiguous, equal ranges, one per CTA; a range may start and end inside a
-    tile, so a tile can be split over several CTAs. A split tile's first piece (k from 0) ends its
+    T output tiles of I k-iterations each. The first dp_tiles tiles (a whole number of waves, or all
+    of them where make's `dp_slack` says so) go round-robin to the CTAs, each computed whole by one
+    CTA. The remaining sk_tiles * I iterations are cut into sk_ctas contiguous, equal ranges, one per
+    CTA; a range may start and end inside a tile, so a tile can be split over several CTAs. A split tile's first piece (k from 0) ends its
     CTA's range; each later piece writes its fp32 partial into its CTA's workspace slot (slot 0 for
     the range's first tile, 1 for its last) and counts itself in; the first piece's CTA waits for
     them and adds them in CTA order (deterministic). Every CTA does the same number of iterations,
@@ -69,9 +69,13 @@ struct StreamKDecomposition {
   static constexpr int64_t kMaxUnitProduct = int64_t(1) << 31;
 
   /// `min_sk_iters`: the shortest stream-K range worth its fixup; `chain`: the fixup's chain in
-  /// k-iterations, by which helper ranges are cut shorter (0: equal ranges). Returns grid == 0 when
-  /// the problem is too large for 32-bit unit arithmetic (K above about 2^31 / 128 / ctas^2 * 64).
-  static StreamKDecomposition make(int tiles_n, int tiles_m, int iters, int ctas, int min_sk_iters, int chain = 0) {
+  /// k-iterations, by which helper ranges are cut shorter (0: equal ranges); `dp_slack`: what the
+  /// fixup of a split tile costs, in k-iterations: where the CTAs that a last, partial wave of whole
+  /// tiles leaves idle cost no more ((ctas - rest) * iters <= dp_slack * ctas), every tile runs
+  /// whole and the grid is at most the tiles. Returns grid == 0 when the problem is too large for
+  /// 32-bit unit arithmetic (K above about 2^31 / 128 / ctas^2 * 64).
+  static StreamKDecomposition make(int tiles_n, int tiles_m, int iters, int ctas, int min_sk_iters, int chain = 0,
+                                   int dp_slack = 0) {
     StreamKDecomposition d;
     d.tiles_n = tiles_n;
     d.tiles_m = tiles_m;
@@ -82,13 +86,17 @@ struct StreamKDecomposition {
     }
     d.dp_tiles = (tiles / ctas) * ctas;
     d.sk_tiles = tiles - d.dp_tiles;
+    if (d.sk_tiles > 0 && int64_t(ctas - d.sk_tiles) * iters <= int64_t(dp_slack) * ctas) {
+      d.dp_tiles = tiles;
+      d.sk_tiles = 0;
+    }
     int64_t const sk_units = int64_t(d.sk_tiles) * iters;
     int64_t const by_length = (sk_units + min_sk_iters - 1) / min_sk_iters;
     d.sk_ctas = int(by_length < ctas ? by_length : ctas);
     if (d.sk_ctas < d.sk_tiles) {  // never more than one tile's worth of fixup per range end
       d.sk_ctas = d.sk_tiles;
     }
-    d.grid = d.dp_tiles > 0 ? ctas : d.sk_ctas;
+    d.grid = d.dp_tiles > 0 ? (tiles < ctas ? tiles : ctas) : d.sk_ctas;
     if (sk_units * (d.sk_ctas + 1) >= kMaxUnitProduct) {
       d.grid = 0;
       return d;

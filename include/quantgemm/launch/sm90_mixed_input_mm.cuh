@@ -48,6 +48,14 @@ template <class Tile>
 inline constexpr int kStreamKChain =
     Tile::TileM <= 16 ? int((kStreamKChainBytes + Tile::kStageBytes - 1) / Tile::kStageBytes) : 0;
 
+/// What a split tile's fixup costs the prefill tiles (128 tokens and more), in k: a 128 x 256 tile's
+/// fixup takes about as long as 16 of its 64-deep iterations (H200: 1024 separated the shapes that
+/// gained from whole tiles from those that lost, docs/kernel.md). Where a partial last wave of whole
+/// tiles idles the CTAs for less, no tile is split (StreamKDecomposition::make's dp_slack).
+inline constexpr int kStreamKFixupDepth = 1024;
+template <class Tile>
+inline constexpr int kDataParallelSlack = Tile::TileM >= 128 ? kStreamKFixupDepth / Tile::TileK : 0;
+
 /// One schedule; ScaleRows 2 is the variant for groups of 32 (two scale rows a 64-deep k-block),
 /// which takes group_size 32 only, and ScaleRows 1 every other group size. Activation e4m3: the W4A8
 /// kernels (u4b8 weights in the e4m3 layout, 128-deep stages, groups of a multiple of 128 or K; K and
@@ -89,7 +97,7 @@ LaunchResult launch_sm90_mixed_input_mm(MixedInputMmArgs const& x) {
   StreamKDecomposition const work =
       ClusterK > 1 ? StreamKDecomposition::make_split(tiles_n, tiles_m, iters, ClusterK)
                    : StreamKDecomposition::make(tiles_n, tiles_m, iters, sms, kMinStreamKDepth / Tile::TileK,
-                                                kStreamKChain<Tile>);
+                                                kStreamKChain<Tile>, kDataParallelSlack<Tile>);
   if (!stream_k_scratch_fits(work, Config::kTileFloats, x, result)) {
     return result;
   }
