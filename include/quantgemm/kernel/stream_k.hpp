@@ -5,11 +5,11 @@
     T output tiles of I k-iterations each. The first dp_tiles tiles (a whole number of waves, or all
     of them where make's `dp_slack` says so) go round-robin to the CTAs, each computed whole by one
     CTA. The remaining sk_tiles * I iterations are cut into sk_ctas contiguous, equal ranges, one per
-    CTA; a range may start and end inside a tile, so a tile can be split over several CTAs. A split tile's first piece (k from 0) ends its
-    CTA's range; each later piece writes its fp32 partial into its CTA's workspace slot (slot 0 for
-    the range's first tile, 1 for its last) and counts itself in; the first piece's CTA waits for
-    them and adds them in CTA order (deterministic). Every CTA does the same number of iterations,
-    within one.
+    CTA; a range may start and end inside a tile, so a tile can be split over several CTAs. A split
+    tile's first piece (k from 0) ends its CTA's range; each later piece writes its fp32 partial
+    into its CTA's workspace slot (slot 0 for the range's first tile, 1 for its last) and counts
+    itself in; the first piece's CTA waits for them and adds them in CTA order (deterministic).
+    Every CTA does the same number of iterations, within one.
 
     Split-K over clusters (make_split): no stream-K; every tile's iterations are cut into `split`
     equal ranges, one per CTA of a cluster of `split` consecutive CTAs (rank r takes the r-th), which
