@@ -333,6 +333,80 @@ def bench_w4a8_shape(model, layer, n, k, ms, group_size, bandwidth, l2_bytes, ch
     return rows
 
 
+#: the timeline region at the end of the stream-K workspace (kernel/sm90_mixed_input_config.hpp)
+TIMELINE_CTAS, TIMELINE_RECORDS = 1024, 64
+TIMELINE_BYTES = TIMELINE_CTAS * 4 + TIMELINE_CTAS * TIMELINE_RECORDS * 64
+TIMELINE_EVENTS = ("start", "first stage", "first mainloop end", "last mainloop end", "last fixup end", "exit")
+
+
+def timeline(n: int, k: int, m: int, group_size: int = 128, schedule: str | None = None, calls: int = 20) -> str:
+    """Where the time of one call goes, per CTA, with `calls` u4b8 calls replayed back to back in a
+    CUDA graph as the benchmark runs them (a build with -DQUANTGEMM_TIMELINE, whose kernels record
+    their events in the workspace): per event, the median over the calls (the first two left out) of
+    its earliest, median and latest time over the CTAs, from the call's first CTA start."""
+    index = torch.cuda.current_device()
+    w = torch.randn(n, k, device="cuda", dtype=torch.bfloat16) / math.sqrt(k)
+    l2 = getattr(torch.cuda.get_device_properties(index), "L2_cache_size", 60 << 20)
+    *_, copies = quantized_copies(w, group_size, l2)
+    a = torch.randn(m, k, device="cuda", dtype=torch.bfloat16)
+    fns = [lambda c=c: mixed_input.mm(a, c[0], c[1], group_size, schedule=schedule) for c in copies]
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.stream(stream):
+        for f in fns:  # sizes this stream's workspace
+            f()
+        partials, _ = mixed_input._workspace.get(index, stream.cuda_stream)
+        with torch.cuda.graph(graph, stream=stream):
+            for i in range(calls):
+                fns[i % len(fns)]()
+    missing = RuntimeError("quantgemm.bench: no timeline recorded; build with "
+                           "-Ccmake.define.CMAKE_CUDA_FLAGS=-DQUANTGEMM_TIMELINE")
+    if partials.numel() < TIMELINE_BYTES:
+        raise missing
+    start = (partials.numel() - TIMELINE_BYTES) // 8 * 8
+    region = partials[start:start + TIMELINE_BYTES]
+    torch.cuda.synchronize()
+    region.zero_()
+    graph.replay()
+    torch.cuda.synchronize()
+    counts = region[:TIMELINE_CTAS * 4].view(torch.int32).cpu()
+    records = region[TIMELINE_CTAS * 4:].view(torch.int64).view(TIMELINE_CTAS, TIMELINE_RECORDS, 8).cpu()
+    ctas = [c for c in range(TIMELINE_CTAS) if counts[c] > 0]
+    if not ctas or any(int(counts[c]) != calls for c in ctas):
+        raise missing
+    return (f"{n} x {k}, M = {m}, {schedule or mixed_input.select_schedule(m, n, k)}: "
+            + timeline_summary([records[c, :calls].tolist() for c in ctas]))
+
+
+def timeline_summary(per_cta: list[list[list[int]]]) -> str:
+    """The table of timeline(): per_cta[c] holds CTA c's records (TIMELINE_EVENTS in ns, then its
+    segment count and clock64 lifetime) of the same calls; its j-th record by start time belongs
+    to call j."""
+    per_cta = [sorted(records) for records in per_cta]
+    calls = len(per_cta[0])
+    rows = {event: [] for event in TIMELINE_EVENTS}
+    starts, ends = [], []
+    for j in range(calls):
+        call = [records[j] for records in per_cta]
+        t0 = min(r[0] for r in call)
+        starts.append(t0)
+        ends.append(max(r[5] for r in call))
+        for e, event in enumerate(TIMELINE_EVENTS):
+            v = sorted((r[e] - t0) / 1e3 for r in call)
+            rows[event].append((v[0], statistics.median(v), v[-1]))
+    skip = 2 if calls > 4 else 0
+    period = statistics.median((starts[j + 1] - starts[j]) / 1e3 for j in range(skip, calls - 1))
+    overlap = statistics.median((starts[j] - ends[j - 1]) / 1e3 for j in range(max(skip, 1), calls))
+    lines = [f"{len(per_cta)} CTAs, a call every {period:.2f} us; a call's first CTA starts {overlap:+.2f} us after "
+             f"the previous call's last exit",
+             f"{'event (us from the call start)':32s} {'first':>7s} {'median':>7s} {'last':>7s}"]
+    for event, values in rows.items():
+        first, median, last = (statistics.median(v[i] for v in values[skip:]) for i in range(3))
+        lines.append(f"{event:32s} {first:7.2f} {median:7.2f} {last:7.2f}")
+    return "\n".join(lines)
+
+
 def host_overhead(n: int = 4096, k: int = 4096, calls: int = 200) -> None:
     """Host overhead per call at M = 1: the CPU time to issue a call (few enough calls that the
     launch queue never fills, so the GPU cannot hold the host back), and the eager wall time per call
@@ -410,6 +484,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="comma-separated schedules to time instead of the heuristic's pick")
     parser.add_argument("--profile", metavar="N,K,M", default=None,
                         help="only run that problem 4 times, untimed, for a profiler (ncu --launch-skip 3)")
+    parser.add_argument("--timeline", metavar="N,K,M", default=None,
+                        help="only print where the time of that problem's calls goes, CTA by CTA, in a CUDA graph "
+                             "(a build with -DQUANTGEMM_TIMELINE; the first of --schedules, else the heuristic's)")
     parser.add_argument("--overhead", action="store_true", help="only measure the host overhead per call")
     parser.add_argument("--kind", default="w4a16", choices=["w4a16", "w4a8", "fp8", "fp8fast", "int8", "fp8block"],
                         help="w4a16 (u4b8 weights, against torch bf16 matmul), w4a8 (u4b8 x e4m3 "
@@ -427,6 +504,10 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     if args.overhead:
         host_overhead()
+        return 0
+    if args.timeline:
+        n, k, m = (int(x) for x in args.timeline.split(","))
+        print(timeline(n, k, m, args.group_size, args.schedules.split(",")[0] if args.schedules else None))
         return 0
     if args.profile:
         n, k, m = (int(x) for x in args.profile.split(","))

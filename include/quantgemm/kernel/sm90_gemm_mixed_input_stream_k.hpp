@@ -40,10 +40,13 @@
 #include "quantgemm/kernel/sm90_mixed_input_config.hpp"
 #include "quantgemm/kernel/stream_k.hpp"
 
-// QUANTGEMM_TIMELINE: a diagnostic build in which every CTA prints when it started, got its first
-// stage, finished its first and last mainloop segment, its last fixup, and exited (%globaltimer, ns).
+// QUANTGEMM_TIMELINE: a diagnostic build in which every CTA records when it started, got its first
+// stage, finished its first and last mainloop segment, its last fixup, and exited (%globaltimer,
+// ns), with its segment count and clock64 lifetime, in the workspace's timeline region
+// (kernel/sm90_mixed_input_config.hpp; quantgemm.bench.timeline reads it). Plain stores, so that
+// calls replayed back to back in a CUDA graph keep their timing (a printf per CTA costs about
+// 250 us a call there).
 #if defined(QUANTGEMM_TIMELINE)
-#include <cstdio>
 #define QG_TIMELINE(...) __VA_ARGS__
 #else
 #define QG_TIMELINE(...)
@@ -200,10 +203,18 @@ struct Sm90GemmMixedInputStreamK {
       if (ct == 0) {
         cute::tma_store_wait<0>();
       }
-      QG_TIMELINE(if (ct == 0) {
+      QG_TIMELINE(if (ct == 0 && blockIdx.x < kTimelineCtas) {
         tl[5] = qg_globaltimer();
-        printf("QGTL %d %d %llu %llu %llu %llu %llu %llu %lld\n", int(blockIdx.x), nseg, tl[0], tl[1], tl[2],
-               nseg > 1 ? tl[3] : tl[2], tl[4], tl[5], clock64() - c0);
+        if (nseg < 2) {
+          tl[3] = tl[2];
+        }
+        uint32_t const n = atomicAdd(reinterpret_cast<uint32_t*>(p.timeline) + blockIdx.x, 1u) % kTimelineRecords;
+        uint64_t* const r = p.timeline + kTimelineCtas / 2 + (uint64_t(blockIdx.x) * kTimelineRecords + n) * 8;
+        for (int e = 0; e < 6; ++e) {
+          r[e] = tl[e];
+        }
+        r[6] = uint64_t(nseg);
+        r[7] = uint64_t(clock64() - c0);
       })
     }
   }

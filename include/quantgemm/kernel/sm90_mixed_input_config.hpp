@@ -10,6 +10,7 @@
 */
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <type_traits>
 
@@ -22,6 +23,17 @@
 namespace quantgemm {
 
 inline constexpr int kSm90SharedMemoryBytes = 232448;  // 227 KB per block
+
+#if defined(QUANTGEMM_TIMELINE)
+/// The diagnostic timeline (kernel/sm90_gemm_mixed_input_stream_k.hpp): the last kTimelineBytes of
+/// the workspace hold a record count per CTA (uint32, kTimelineCtas of them), then per CTA a ring
+/// of kTimelineRecords records of 8 uint64 (quantgemm.bench.timeline reads them).
+inline constexpr int kTimelineCtas = 1024;
+inline constexpr int kTimelineRecords = 64;
+inline constexpr size_t kTimelineBytes = kTimelineCtas * 4 + size_t(kTimelineCtas) * kTimelineRecords * 64;
+#else
+inline constexpr size_t kTimelineBytes = 0;
+#endif
 
 /// N values of T at an Align-byte boundary (shared memory).
 template <class T, int N, int Align>
@@ -162,6 +174,9 @@ struct Sm90MixedInputConfig {
     float const* channel_scales;  ///< [N] fp32 or nullptr: out[m, n] *= channel_scales[n]
     float const* token_scales;    ///< [M] fp32 or nullptr: out[m, n] *= token_scales[m]
     int M;
+#if defined(QUANTGEMM_TIMELINE)
+    uint64_t* timeline;  ///< the last kTimelineBytes of the workspace
+#endif
   };
 
   struct SharedStorage : ClusterPartials<kPartFloats> {

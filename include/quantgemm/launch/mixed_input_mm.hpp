@@ -50,16 +50,17 @@ struct MixedInputMmArgs {
 using MixedInputMmLaunchFn = LaunchResult (*)(MixedInputMmArgs const&);
 
 /// The stream-K scratch a launch of `work` (any StreamKDecomposition) needs, for tiles of
-/// `tile_floats` fp32 accumulators, into `result`; false, with result's status set, when the
-/// problem cannot be decomposed (kInvalidArgument) or the caller's scratch is short
-/// (kWorkspaceTooSmall).
+/// `tile_floats` fp32 accumulators (and `extra_bytes` more), into `result`; false, with result's
+/// status set, when the problem cannot be decomposed (kInvalidArgument) or the caller's scratch is
+/// short (kWorkspaceTooSmall).
 template <class Work>
-inline bool stream_k_scratch_fits(Work const& work, int tile_floats, MixedInputMmArgs const& x, LaunchResult& result) {
+inline bool stream_k_scratch_fits(Work const& work, int tile_floats, MixedInputMmArgs const& x, LaunchResult& result,
+                                  size_t extra_bytes = 0) {
   if (work.grid == 0) {
     result.status = Status::kInvalidArgument;
     return false;
   }
-  result.workspace_bytes_needed = size_t(work.sk_slots()) * tile_floats * sizeof(float);
+  result.workspace_bytes_needed = size_t(work.sk_slots()) * tile_floats * sizeof(float) + extra_bytes;
   result.counters_needed = work.sk_tiles;
   if (result.workspace_bytes_needed > x.workspace_bytes || work.sk_tiles > x.counters_len) {
     result.status = Status::kWorkspaceTooSmall;

@@ -98,7 +98,7 @@ LaunchResult launch_sm90_mixed_input_mm(MixedInputMmArgs const& x) {
       ClusterK > 1 ? StreamKDecomposition::make_split(tiles_n, tiles_m, iters, ClusterK)
                    : StreamKDecomposition::make(tiles_n, tiles_m, iters, sms, kMinStreamKDepth / Tile::TileK,
                                                 kStreamKChain<Tile>, kDataParallelSlack<Tile>);
-  if (!stream_k_scratch_fits(work, Config::kTileFloats, x, result)) {
+  if (!stream_k_scratch_fits(work, Config::kTileFloats, x, result, kTimelineBytes)) {
     return result;
   }
 
@@ -130,6 +130,10 @@ LaunchResult launch_sm90_mixed_input_mm(MixedInputMmArgs const& x) {
   p.channel_scales = x.channel_scales;
   p.token_scales = x.token_scales;
   p.M = x.M;
+#if defined(QUANTGEMM_TIMELINE)
+  p.timeline =
+      reinterpret_cast<uint64_t*>(static_cast<char*>(x.workspace) + (x.workspace_bytes - kTimelineBytes) / 8 * 8);
+#endif
 
   auto* kernel = &sm90_mixed_input_mm_kernel<Config>;
   static bool attribute_set[64] = {};
