@@ -1,18 +1,34 @@
-"""quantgemm.bench: the timeline summary (the timing itself needs a GPU)."""
+"""quantgemm.bench: the timeline's rows and summary from per-CTA records (recording them needs a GPU)."""
 
 from quantgemm import bench
 
 
-def test_timeline_summary_splits_calls_by_start_time():
+def records():
     # 3 CTAs x 6 calls 10 us apart; CTA c starts 0.1 c us into its call, each event 1 us after the
-    # one before; records listed out of order
-    per_cta = [[[10_000 * j + 100 * c + 1000 * e for e in range(6)] + [1, 0] for j in reversed(range(6))]
-               for c in range(3)]
-    lines = bench.timeline_summary(per_cta).splitlines()
+    # one before; each CTA's records listed out of order
+    return {c: [[10_000 * j + 100 * c + 1000 * e for e in range(6)] + [1, 7] for j in reversed(range(6))]
+            for c in range(3)}
+
+
+def test_timeline_rows_split_calls_by_start_time():
+    rows = bench.timeline_rows(records())
+    assert len(rows) == 18 and all(len(r) == len(bench.TIMELINE_COLUMNS) for r in rows)
+    assert rows[0] == [0, 0, 0.0, 0.0, 1.0, 2.0, 3.0, 4.0, 5.0, 1, 7]
+    assert rows[-1] == [5, 2, 50.0, 0.2, 1.2, 2.2, 3.2, 4.2, 5.2, 1, 7]
+
+
+def test_timeline_summary():
+    lines = bench.timeline_summary(bench.timeline_rows(records())).splitlines()
     assert lines[0] == ("3 CTAs, a call every 10.00 us; a call's first CTA starts +4.80 us after the previous "
-                        "call's last exit")
-    rows = {line[:32].strip(): [float(x) for x in line[32:].split()] for line in lines[2:]}
-    assert list(rows) == list(bench.TIMELINE_EVENTS)
-    assert rows["start"] == [0.0, 0.1, 0.2]
-    assert rows["last mainloop end"] == [3.0, 3.1, 3.2]
-    assert rows["exit"] == [5.0, 5.1, 5.2]
+                        "call's last exit; start against last mainloop end over the CTAs: rank correlation +1.00")
+    table = {line[:32].strip(): [float(x) for x in line[32:].split()] for line in lines[2:]}
+    assert list(table) == list(bench.TIMELINE_EVENTS)
+    assert table["start"] == [0.0, 0.1, 0.2]
+    assert table["last mainloop end"] == [3.0, 3.1, 3.2]
+    assert table["exit"] == [5.0, 5.1, 5.2]
+
+
+def test_rank_correlation():
+    assert bench.rank_correlation([1, 2, 3, 4], [10, 20, 30, 40]) == 1.0
+    assert bench.rank_correlation([1, 2, 3, 4], [4, 3, 2, 1]) == -1.0
+    assert bench.rank_correlation([1, 2, 3], [5, 5, 5]) == 0.0

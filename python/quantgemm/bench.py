@@ -339,11 +339,12 @@ TIMELINE_BYTES = TIMELINE_CTAS * 4 + TIMELINE_CTAS * TIMELINE_RECORDS * 64
 TIMELINE_EVENTS = ("start", "first stage", "first mainloop end", "last mainloop end", "last fixup end", "exit")
 
 
-def timeline(n: int, k: int, m: int, group_size: int = 128, schedule: str | None = None, calls: int = 20) -> str:
+def timeline(n: int, k: int, m: int, group_size: int = 128, schedule: str | None = None, calls: int = 20,
+             csv_path: str | None = None) -> str:
     """Where the time of one call goes, per CTA, with `calls` u4b8 calls replayed back to back in a
     CUDA graph as the benchmark runs them (a build with -DQUANTGEMM_TIMELINE, whose kernels record
-    their events in the workspace): per event, the median over the calls (the first two left out) of
-    its earliest, median and latest time over the CTAs, from the call's first CTA start."""
+    their events in the workspace): timeline_summary's table, and every CTA's record of every call
+    in `csv_path` if given (timeline_rows)."""
     index = torch.cuda.current_device()
     w = torch.randn(n, k, device="cuda", dtype=torch.bfloat16) / math.sqrt(k)
     l2 = getattr(torch.cuda.get_device_properties(index), "L2_cache_size", 60 << 20)
@@ -375,34 +376,77 @@ def timeline(n: int, k: int, m: int, group_size: int = 128, schedule: str | None
     ctas = [c for c in range(TIMELINE_CTAS) if counts[c] > 0]
     if not ctas or any(int(counts[c]) != calls for c in ctas):
         raise missing
-    return (f"{n} x {k}, M = {m}, {schedule or mixed_input.select_schedule(m, n, k)}: "
-            + timeline_summary([records[c, :calls].tolist() for c in ctas]))
+    rows = timeline_rows({c: records[c, :calls].tolist() for c in ctas})
+    if csv_path:
+        with open(csv_path, "w", newline="") as f:
+            out = csv.writer(f)
+            out.writerow(TIMELINE_COLUMNS)
+            out.writerows(rows)
+    return f"{n} x {k}, M = {m}, {schedule or mixed_input.select_schedule(m, n, k)}: " + timeline_summary(rows)
 
 
-def timeline_summary(per_cta: list[list[list[int]]]) -> str:
-    """The table of timeline(): per_cta[c] holds CTA c's records (TIMELINE_EVENTS in ns, then its
-    segment count and clock64 lifetime) of the same calls; its j-th record by start time belongs
-    to call j."""
-    per_cta = [sorted(records) for records in per_cta]
-    calls = len(per_cta[0])
-    rows = {event: [] for event in TIMELINE_EVENTS}
-    starts, ends = [], []
+#: timeline_rows' columns: times in us from the call's first CTA start (call_start: from the first call's)
+TIMELINE_COLUMNS = ("call", "cta", "call_start") + tuple(e.replace(" ", "_") for e in TIMELINE_EVENTS) + (
+    "segments", "clocks")
+
+
+def timeline_rows(per_cta: dict[int, list[list[int]]]) -> list[list]:
+    """One row (TIMELINE_COLUMNS) per CTA and call, from each CTA's records (TIMELINE_EVENTS in ns,
+    then its segment count and clock64 lifetime) of the same calls: its j-th record by start time
+    belongs to call j."""
+    ordered = {c: sorted(records) for c, records in per_cta.items()}
+    calls = len(next(iter(ordered.values())))
+    first = min(records[0][0] for records in ordered.values())
+    rows = []
     for j in range(calls):
-        call = [records[j] for records in per_cta]
-        t0 = min(r[0] for r in call)
-        starts.append(t0)
-        ends.append(max(r[5] for r in call))
-        for e, event in enumerate(TIMELINE_EVENTS):
-            v = sorted((r[e] - t0) / 1e3 for r in call)
-            rows[event].append((v[0], statistics.median(v), v[-1]))
-    skip = 2 if calls > 4 else 0
-    period = statistics.median((starts[j + 1] - starts[j]) / 1e3 for j in range(skip, calls - 1))
-    overlap = statistics.median((starts[j] - ends[j - 1]) / 1e3 for j in range(max(skip, 1), calls))
-    lines = [f"{len(per_cta)} CTAs, a call every {period:.2f} us; a call's first CTA starts {overlap:+.2f} us after "
-             f"the previous call's last exit",
+        t0 = min(records[j][0] for records in ordered.values())
+        for c, records in ordered.items():
+            r = records[j]
+            rows.append([j, c, (t0 - first) / 1e3] + [(x - t0) / 1e3 for x in r[:6]] + [r[6], r[7]])
+    return rows
+
+
+def _ranks(values: list[float]) -> list[float]:
+    order = sorted(range(len(values)), key=values.__getitem__)
+    ranks = [0.0] * len(values)
+    for rank, i in enumerate(order):
+        ranks[i] = float(rank)
+    return ranks
+
+
+def rank_correlation(x: list[float], y: list[float]) -> float:
+    """Spearman's rank correlation of x and y (ties ranked in order; 0 where either is constant)."""
+    rx, ry = _ranks(x), _ranks(y)
+    mean = (len(x) - 1) / 2
+    cov = sum((a - mean) * (b - mean) for a, b in zip(rx, ry))
+    var = sum((a - mean) ** 2 for a in rx)
+    return cov / var if var > 0 and len(set(x)) > 1 and len(set(y)) > 1 else 0.0
+
+
+def timeline_summary(rows: list[list]) -> str:
+    """timeline()'s table from timeline_rows: per event, the median over the calls (the first two
+    left out) of its earliest, median and latest time over the CTAs; the calls' period and overlap,
+    and how the CTAs' start order follows into their last mainloop end."""
+    by_call: dict[int, list[list]] = {}
+    for row in rows:
+        by_call.setdefault(row[0], []).append(row)
+    calls = [by_call[j] for j in sorted(by_call)]
+    skip = 2 if len(calls) > 4 else 0
+    starts = [call[0][2] for call in calls]
+    exits = [starts[j] + max(r[8] for r in call) for j, call in enumerate(calls)]
+    period = statistics.median(starts[j + 1] - starts[j] for j in range(skip, len(calls) - 1))
+    overlap = statistics.median(starts[j] - exits[j - 1] for j in range(max(skip, 1), len(calls)))
+    order = statistics.median(rank_correlation([r[3] for r in call], [r[6] for r in call]) for call in calls[skip:])
+    lines = [f"{len(calls[0])} CTAs, a call every {period:.2f} us; a call's first CTA starts {overlap:+.2f} us after "
+             f"the previous call's last exit; start against last mainloop end over the CTAs: rank "
+             f"correlation {order:+.2f}",
              f"{'event (us from the call start)':32s} {'first':>7s} {'median':>7s} {'last':>7s}"]
-    for event, values in rows.items():
-        first, median, last = (statistics.median(v[i] for v in values[skip:]) for i in range(3))
+    for e, event in enumerate(TIMELINE_EVENTS):
+        spans = []
+        for call in calls[skip:]:
+            v = sorted(r[3 + e] for r in call)
+            spans.append((v[0], statistics.median(v), v[-1]))
+        first, median, last = (statistics.median(span[i] for span in spans) for i in range(3))
         lines.append(f"{event:32s} {first:7.2f} {median:7.2f} {last:7.2f}")
     return "\n".join(lines)
 
@@ -486,7 +530,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="only run that problem 4 times, untimed, for a profiler (ncu --launch-skip 3)")
     parser.add_argument("--timeline", metavar="N,K,M", default=None,
                         help="only print where the time of that problem's calls goes, CTA by CTA, in a CUDA graph "
-                             "(a build with -DQUANTGEMM_TIMELINE; the first of --schedules, else the heuristic's)")
+                             "(a build with -DQUANTGEMM_TIMELINE; the first of --schedules, else the heuristic's; "
+                             "--csv: every CTA's record of every call)")
     parser.add_argument("--overhead", action="store_true", help="only measure the host overhead per call")
     parser.add_argument("--kind", default="w4a16", choices=["w4a16", "w4a8", "fp8", "fp8fast", "int8", "fp8block"],
                         help="w4a16 (u4b8 weights, against torch bf16 matmul), w4a8 (u4b8 x e4m3 "
@@ -507,7 +552,8 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.timeline:
         n, k, m = (int(x) for x in args.timeline.split(","))
-        print(timeline(n, k, m, args.group_size, args.schedules.split(",")[0] if args.schedules else None))
+        print(timeline(n, k, m, args.group_size, args.schedules.split(",")[0] if args.schedules else None,
+                       csv_path=args.csv))
         return 0
     if args.profile:
         n, k, m = (int(x) for x in args.profile.split(","))
