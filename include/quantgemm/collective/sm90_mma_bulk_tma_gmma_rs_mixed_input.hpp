@@ -274,7 +274,13 @@ struct Sm90MmaBulkTmaGmmaRsMixedInput : Sm90MixedInputTile<Weight, ElementA_, Ti
     // the scale rows of a stage's k-block kb are those of its k-block kb & scale_kb
     int const scale_kb = one_scale_row(p) ? 0 : kKBlocks - 1;
     if constexpr (kSyncMma) {
-      mma_sync(s, pipe, k_iters, accum, ct, scale_kb);
+      // (a loop of its own for each: a run-time choice inside the loop costs the predicated-off
+      // flush of the first k-block every stage)
+      if (scale_kb == 0) {
+        mma_sync<0>(s, pipe, k_iters, accum, ct);
+      } else {
+        mma_sync<kKBlocks - 1>(s, pipe, k_iters, accum, ct);
+      }
     } else {
       mma_wgmma(s, pipe, k_iters, accum, ct, scale_kb);
     }
@@ -321,8 +327,10 @@ struct Sm90MmaBulkTmaGmmaRsMixedInput : Sm90MixedInputTile<Weight, ElementA_, Ti
     }
   }
 
-  CUTE_DEVICE static void mma_sync(SharedStorage& s, Pipeline& pipe, int k_iters, Accumulator& accum, int ct,
-                                   int scale_kb) {
+  /// ScaleKb: the scale rows of a stage's k-block kb are those of its k-block kb & ScaleKb (0: one
+  /// row for the stage, loaded and flushed once).
+  template <int ScaleKb>
+  CUTE_DEVICE static void mma_sync(SharedStorage& s, Pipeline& pipe, int k_iters, Accumulator& accum, int ct) {
     constexpr int kRowSteps = BLayout::kKSteps / ScaleRows;  // k16 steps of a k-block under one scale row
     Partials r;
     zero(r.acc);
@@ -361,7 +369,9 @@ struct Sm90MmaBulkTmaGmmaRsMixedInput : Sm90MixedInputTile<Weight, ElementA_, Ti
         }
         CUTE_UNROLL
         for (int h = 0; h < ScaleRows; ++h) {
-          load_group(s, ((i * kKBlocks + (kb & scale_kb)) * ScaleRows + h) * TileN + row, r);
+          if (kb == 0 || ScaleKb != 0) {
+            load_group(s, ((i * kKBlocks + (kb & ScaleKb)) * ScaleRows + h) * TileN + row, r);
+          }
           CUTE_UNROLL
           for (int j = h * kRowSteps; j < (h + 1) * kRowSteps; ++j) {
             uint32_t const bj[2] = {b[j / 2][2 * (j % 2)], b[j / 2][2 * (j % 2) + 1]};
@@ -383,7 +393,7 @@ struct Sm90MmaBulkTmaGmmaRsMixedInput : Sm90MixedInputTile<Weight, ElementA_, Ti
             }
           }
           // the scale row ends here, but at the first k-block of a 128-deep stage inside one group
-          if (h + 1 < ScaleRows || kb + 1 == kKBlocks || scale_kb != 0) {
+          if (h + 1 < ScaleRows || kb + 1 == kKBlocks || ScaleKb != 0) {
             r.flush();
           }
         }
