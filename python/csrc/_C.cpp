@@ -14,6 +14,7 @@
 #include <nanobind/stl/vector.h>
 
 #include "quantgemm/kernel/stream_k.hpp"
+#include "quantgemm/kernel/timeline.hpp"
 #include "quantgemm/launch/dispatch.hpp"
 #include "quantgemm/launch/prepack_b.hpp"
 #include "quantgemm/launch/quantize_fp8.hpp"
@@ -295,6 +296,9 @@ NB_MODULE(_C, m) {
   m.def("prepack_host", &prepack_host);
   m.def("unpack_host", &unpack_host);
   m.def("stream_read", &stream_read_probe);
+  // the timeline region of a -DQUANTGEMM_TIMELINE build: (CTAs, records a CTA, uint64 a record, bytes)
+  m.attr("TIMELINE_LAYOUT") = nb::make_tuple(quantgemm::kTimelineCtas, quantgemm::kTimelineRecords,
+                                             quantgemm::kTimelineRecordWords, quantgemm::kTimelineRegionBytes);
   m.def("stream_k_ranges", &stream_k_ranges, nb::arg("tiles_n"), nb::arg("tiles_m"), nb::arg("iters"), nb::arg("ctas"),
         nb::arg("min_sk_iters"), nb::arg("chain"), nb::arg("dp_slack") = 0);
   m.def("quantize_fp8", &quantize_fp8_rows);

@@ -333,9 +333,6 @@ def bench_w4a8_shape(model, layer, n, k, ms, group_size, bandwidth, l2_bytes, ch
     return rows
 
 
-#: the timeline region at the end of the stream-K workspace (kernel/sm90_mixed_input_config.hpp)
-TIMELINE_CTAS, TIMELINE_RECORDS = 1024, 64
-TIMELINE_BYTES = TIMELINE_CTAS * 4 + TIMELINE_CTAS * TIMELINE_RECORDS * 64
 TIMELINE_EVENTS = ("start", "first stage", "first mainloop end", "last mainloop end", "last fixup end", "exit")
 
 
@@ -363,17 +360,18 @@ def timeline(n: int, k: int, m: int, group_size: int = 128, schedule: str | None
                 fns[i % len(fns)]()
     missing = RuntimeError("quantgemm.bench: no timeline recorded; build with "
                            "-Ccmake.define.CMAKE_CUDA_FLAGS=-DQUANTGEMM_TIMELINE")
-    if partials.numel() < TIMELINE_BYTES:
+    n_ctas, n_records, words, nbytes = native().TIMELINE_LAYOUT  # the region at the workspace's end
+    if partials.numel() < nbytes:
         raise missing
-    start = (partials.numel() - TIMELINE_BYTES) // 8 * 8
-    region = partials[start:start + TIMELINE_BYTES]
+    start = (partials.numel() - nbytes) // 8 * 8
+    region = partials[start:start + nbytes]
     torch.cuda.synchronize()
     region.zero_()
     graph.replay()
     torch.cuda.synchronize()
-    counts = region[:TIMELINE_CTAS * 4].view(torch.int32).cpu()
-    records = region[TIMELINE_CTAS * 4:].view(torch.int64).view(TIMELINE_CTAS, TIMELINE_RECORDS, 8).cpu()
-    ctas = [c for c in range(TIMELINE_CTAS) if counts[c] > 0]
+    counts = region[:n_ctas * 4].view(torch.int32).cpu()
+    records = region[n_ctas * 4:].view(torch.int64).view(n_ctas, n_records, words).cpu()
+    ctas = [c for c in range(n_ctas) if counts[c] > 0]
     if not ctas or any(int(counts[c]) != calls for c in ctas):
         raise missing
     rows = timeline_rows({c: records[c, :calls].tolist() for c in ctas})

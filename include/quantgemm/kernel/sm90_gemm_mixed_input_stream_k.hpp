@@ -43,7 +43,7 @@
 // QUANTGEMM_TIMELINE: a diagnostic build in which every CTA records when it started, got its first
 // stage, finished its first and last mainloop segment, its last fixup, and exited (%globaltimer,
 // ns), with its segment count and clock64 lifetime, in the workspace's timeline region
-// (kernel/sm90_mixed_input_config.hpp; quantgemm.bench.timeline reads it). Plain stores, so that
+// (kernel/timeline.hpp; quantgemm.bench.timeline reads it). Plain stores, so that
 // calls replayed back to back in a CUDA graph keep their timing (a printf per CTA costs about
 // 250 us a call there).
 #if defined(QUANTGEMM_TIMELINE)
@@ -209,7 +209,8 @@ struct Sm90GemmMixedInputStreamK {
           tl[3] = tl[2];
         }
         uint32_t const n = atomicAdd(reinterpret_cast<uint32_t*>(p.timeline) + blockIdx.x, 1u) % kTimelineRecords;
-        uint64_t* const r = p.timeline + kTimelineCtas / 2 + (uint64_t(blockIdx.x) * kTimelineRecords + n) * 8;
+        uint64_t* const r =
+            p.timeline + kTimelineCtas / 2 + (uint64_t(blockIdx.x) * kTimelineRecords + n) * kTimelineRecordWords;
         for (int e = 0; e < 6; ++e) {
           r[e] = tl[e];
         }

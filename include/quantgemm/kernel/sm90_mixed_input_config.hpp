@@ -19,18 +19,15 @@
 #include "cute/config.hpp"
 #include "cutlass/numeric_types.h"
 #include "quantgemm/kernel/stream_k.hpp"
+#include "quantgemm/kernel/timeline.hpp"
 
 namespace quantgemm {
 
 inline constexpr int kSm90SharedMemoryBytes = 232448;  // 227 KB per block
 
+/// The workspace bytes the diagnostic timeline takes (kernel/timeline.hpp), 0 in other builds.
 #if defined(QUANTGEMM_TIMELINE)
-/// The diagnostic timeline (kernel/sm90_gemm_mixed_input_stream_k.hpp): the last kTimelineBytes of
-/// the workspace hold a record count per CTA (uint32, kTimelineCtas of them), then per CTA a ring
-/// of kTimelineRecords records of 8 uint64 (quantgemm.bench.timeline reads them).
-inline constexpr int kTimelineCtas = 1024;
-inline constexpr int kTimelineRecords = 64;
-inline constexpr size_t kTimelineBytes = kTimelineCtas * 4 + size_t(kTimelineCtas) * kTimelineRecords * 64;
+inline constexpr size_t kTimelineBytes = kTimelineRegionBytes;
 #else
 inline constexpr size_t kTimelineBytes = 0;
 #endif
