@@ -286,7 +286,8 @@ _NARROW_TILES = tuple(_tile(n, m, k) for n in (128, 256) for m in (8, 16, 32, 64
 U4B8_BF16 = with_rules(Family(
     name="u4b8_bf16",
     weight="u4b8",
-    space=_NARROW_TILES + (_tile(128, 128), _tile(128, 256), _tile(256, 128)) + _split_k_tiles(128),
+    space=(_NARROW_TILES + (_tile(128, 128), _tile(128, 256), _tile(256, 128)) + _split_k_tiles(128)
+           + (_tile(128, 128, 64, 2),)),
 ), RULES_DIR / "u4b8_bf16.json")
 
 # The other weight and activation types run the same mainloop (u4: one more shared-memory row, the
