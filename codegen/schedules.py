@@ -309,7 +309,7 @@ U4_FP16 = with_rules(replace(U4_BF16, name="u4_fp16", activation="cutlass::half_
 # two 8-bit stages, and the mainloop needs three). u8b128 x bf16 and u8 x bf16 have rules from the
 # tuner, the fp16 8-bit families from their bf16 timings, as the fp16 4-bit ones.
 U8_SPACE = (_NARROW_TILES + (_tile(128, 128), _tile(128, 256)) + _split_k_tiles(64)
-            + tuple(s for s in _split_k_tiles(128) if s != _tile(256, 32, 128, 4)))
+            + tuple(s for s in _split_k_tiles(128) if s != _tile(256, 32, 128, 4)) + (_tile(128, 128, 64, 2),))
 U8B128_BF16 = with_rules(Family(name="u8b128_bf16", weight="u8b128", space=U8_SPACE),
                          RULES_DIR / "u8b128_bf16.json")
 U8_BF16 = with_rules(replace(U8B128_BF16, name="u8_bf16", weight="u8"), RULES_DIR / "u8_bf16.json")

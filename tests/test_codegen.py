@@ -139,9 +139,9 @@ def test_split_k_clusters_are_c_by_1_by_1():
     for family in FAMILIES:
         if family.kind == "mixed_input" and family.name not in tuned:
             assert all(s.cluster == (1, 1, 1) for s in family.schedules()), family.name
-    # the fp16 families keep the default build short: at most 16 schedules each
+    # the fp16 families keep the default build short: at most 18 schedules each
     for w in ("u4b8", "u4", "u8b128", "u8"):
-        assert len(by_name[f"{w}_fp16"].schedules()) <= 16
+        assert len(by_name[f"{w}_fp16"].schedules()) <= 18
         # and the group-32 ones, a rarer format: at most 12 (bf16) or 8 (fp16)
         assert len(by_name[f"{w}_g32_bf16"].schedules()) <= 12 and len(by_name[f"{w}_g32_fp16"].schedules()) <= 8
 
