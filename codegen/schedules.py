@@ -278,6 +278,10 @@ def _split_k_tiles(k: int) -> tuple[Schedule, ...]:
                  if m * n // 128 <= 64)
 
 
+#: Split-K over 2 CTAs for 128-token tiles (64 KB of partials beside the stages): the layers of 32 to
+#: 96 such tiles at M = 96 to 256, where stream-K's fixup of a 128 x 128 partial costs more.
+_WIDE_SPLIT_K_TILES = (_tile(128, 128, 64, 2),)
+
 #: Stream-K tiles of 8 to 64 tokens, 64- or 128-deep (128: where two A buffers fit, m * n / 128 <= 64).
 _NARROW_TILES = tuple(_tile(n, m, k) for n in (128, 256) for m in (8, 16, 32, 64) for k in (64, 128)
                       if not (k == 128 and m * n // 128 > 64))
@@ -287,7 +291,7 @@ U4B8_BF16 = with_rules(Family(
     name="u4b8_bf16",
     weight="u4b8",
     space=(_NARROW_TILES + (_tile(128, 128), _tile(128, 256), _tile(256, 128)) + _split_k_tiles(128)
-           + (_tile(128, 128, 64, 2),)),
+           + _WIDE_SPLIT_K_TILES),
 ), RULES_DIR / "u4b8_bf16.json")
 
 # The other weight and activation types run the same mainloop (u4: one more shared-memory row, the
@@ -309,7 +313,7 @@ U4_FP16 = with_rules(replace(U4_BF16, name="u4_fp16", activation="cutlass::half_
 # two 8-bit stages, and the mainloop needs three). u8b128 x bf16 and u8 x bf16 have rules from the
 # tuner, the fp16 8-bit families from their bf16 timings, as the fp16 4-bit ones.
 U8_SPACE = (_NARROW_TILES + (_tile(128, 128), _tile(128, 256)) + _split_k_tiles(64)
-            + tuple(s for s in _split_k_tiles(128) if s != _tile(256, 32, 128, 4)) + (_tile(128, 128, 64, 2),))
+            + tuple(s for s in _split_k_tiles(128) if s != _tile(256, 32, 128, 4)) + _WIDE_SPLIT_K_TILES)
 U8B128_BF16 = with_rules(Family(name="u8b128_bf16", weight="u8b128", space=U8_SPACE),
                          RULES_DIR / "u8b128_bf16.json")
 U8_BF16 = with_rules(replace(U8B128_BF16, name="u8_bf16", weight="u8"), RULES_DIR / "u8_bf16.json")

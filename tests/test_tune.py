@@ -142,7 +142,6 @@ U4_MID, U8_MID = "h200-batch96-512-split.csv", "u8b128_bf16-h200-batch96-512-spl
 
 
 @pytest.mark.parametrize("family,patterns,timings_family,max_schedules", [
-    # (the 2026-12-04 timings of M = 96 to 512, which time the split-K tiles there, before the older ones)
     ("u4b8_bf16", [U4_MID, "h200-*.csv"], None, None), ("fp8", ["fp8-h200.csv"], None, None),
     ("fp8fast", ["fp8fast-h200.csv"], None, 9), ("fp8block_bf16", ["fp8block_bf16-h200.csv"], None, 6),
     ("u8b128_bf16", ["u8b128_bf16-h200-decode.csv", U8_MID, "u8b128_bf16-h200.csv"], None, None),
