@@ -6,7 +6,6 @@
 */
 #pragma once
 
-#include <atomic>
 #include <cstddef>
 #include <cstdint>
 
@@ -59,28 +58,6 @@ void set_gemm_operands(GemmArguments& args, X const& x) {
   args.epilogue.dD = stride_d;
 }
 
-/// Raises the kernel's dynamic shared memory limit on the current device, once per device (the
-/// adapter's initialize() would do it on every call, a driver call on the host's critical path).
-template <class Kernel>
-bool allow_shared_memory(int device) {
-  constexpr int kBytes = Kernel::SharedStorageSize;
-  if constexpr (kBytes < (48 << 10)) {
-    return true;
-  } else {
-    static std::atomic<uint64_t> done{0};  // bit d: device d is set up
-    uint64_t const bit = device < 64 ? uint64_t(1) << device : 0;
-    if (bit && (done.load(std::memory_order_acquire) & bit)) {
-      return true;
-    }
-    if (cudaFuncSetAttribute(cutlass::device_kernel<Kernel>, cudaFuncAttributeMaxDynamicSharedMemorySize, kBytes) !=
-        cudaSuccess) {
-      return false;
-    }
-    done.fetch_or(bit, std::memory_order_acq_rel);
-    return true;
-  }
-}
-
 template <class Gemm>
 LaunchResult run_cutlass_gemm(typename Gemm::Arguments& args, void* workspace, size_t workspace_bytes,
                               cudaStream_t stream) {
@@ -98,8 +75,11 @@ LaunchResult run_cutlass_gemm(typename Gemm::Arguments& args, void* workspace, s
     result.status = Status::kInvalidArgument;
     return result;
   }
+  // the kernel's dynamic shared memory limit, raised once per device (the adapter's initialize()
+  // would do it on every call, a driver call on the host's critical path)
   bool ok = Kernel::initialize_workspace(args, workspace, stream) == cutlass::Status::kSuccess &&
-            allow_shared_memory<Kernel>(args.hw_info.device_id);
+            (Kernel::SharedStorageSize < (48 << 10) ||
+             allow_shared_memory<&cutlass::device_kernel<Kernel>>(Kernel::SharedStorageSize) == cudaSuccess);
   if (ok) {
     typename Kernel::Params params = Kernel::to_underlying_arguments(args, workspace);
     ok = Gemm::run(params, stream) == cutlass::Status::kSuccess;

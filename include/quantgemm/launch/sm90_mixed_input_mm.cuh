@@ -135,20 +135,12 @@ LaunchResult launch_sm90_mixed_input_mm(MixedInputMmArgs const& x) {
       reinterpret_cast<uint64_t*>(static_cast<char*>(x.workspace) + (x.workspace_bytes - kTimelineBytes) / 8 * 8);
 #endif
 
-  auto* kernel = &sm90_mixed_input_mm_kernel<Config>;
-  static bool attribute_set[64] = {};
-  int device = 0;
-  cudaGetDevice(&device);
-  if (device >= 64 || !attribute_set[device]) {
-    err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Config::kSharedBytes);
-    if (err != cudaSuccess) {
-      result.status = Status::kCudaError;
-      result.cuda = err;
-      return result;
-    }
-    if (device < 64) {
-      attribute_set[device] = true;
-    }
+  constexpr auto kernel = &sm90_mixed_input_mm_kernel<Config>;
+  err = allow_shared_memory<kernel>(Config::kSharedBytes);
+  if (err != cudaSuccess) {
+    result.status = Status::kCudaError;
+    result.cuda = err;
+    return result;
   }
   // programmatic dependent launch (see the kernel): may start while the previous kernel in the
   // stream finishes; QUANTGEMM_PDL=0 in the environment turns it off

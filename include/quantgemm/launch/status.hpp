@@ -4,7 +4,9 @@
 */
 #pragma once
 
+#include <atomic>
 #include <cstddef>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 
@@ -67,6 +69,24 @@ inline bool programmatic_launch_enabled() {
     return v == nullptr || std::strcmp(v, "0") != 0;
   }();
   return enabled;
+}
+
+/// Allows `Kernel` `smem` bytes of dynamic shared memory on the current device: a driver call on
+/// the first call for each device only (thread-safe), not on every launch's critical path.
+template <auto Kernel>
+cudaError_t allow_shared_memory(int smem) {
+  static std::atomic<uint64_t> done{0};  // bit d: device d is set up
+  int device = 0;
+  cudaError_t err = cudaGetDevice(&device);
+  uint64_t const bit = device < 64 ? uint64_t(1) << device : 0;
+  if (err != cudaSuccess || (bit && (done.load(std::memory_order_acquire) & bit))) {
+    return err;
+  }
+  err = cudaFuncSetAttribute(Kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+  if (err == cudaSuccess) {
+    done.fetch_or(bit, std::memory_order_acq_rel);
+  }
+  return err;
 }
 
 /// Launches kernel<<<grid, threads, smem, stream>>>(args), allowing programmatic dependent launch
