@@ -58,9 +58,9 @@ class Schedule:
         if e4m3:
             if self.tile_k != 128:
                 out.append(f"W4A8 stages are 128 deep (one group-scale row a stage), got tile_k {self.tile_k}")
-            if self.tile_m * self.tile_n // 128 > 128:
-                out.append(f"W4A8 needs tile_m * tile_n / 128 <= 128 (the accumulators and the partial sums of "
-                           f"a stage must fit in the registers), got {self.tile_n} x {self.tile_m}")
+            if self.tile_m * self.tile_n // 128 > 128 and self.tile_n != 128:
+                out.append(f"W4A8 tiles of more than 128 x 128 must have 128 weight rows (the accumulators of one "
+                           f"block row are rescaled at each group), got {self.tile_n} x {self.tile_m}")
             if self.tile_m not in MIXED_INPUT_TILE_M:
                 out.append(f"tile_m must be one of {MIXED_INPUT_TILE_M}, got {self.tile_m}")
             if self.tile_n not in (128, 256) or self.cluster != (1, 1, 1):
@@ -341,17 +341,19 @@ MIXED_INPUT_G32 = tuple(group32(f) for f in (U4B8_BF16, U4_BF16, U4B8_FP16, U4_F
 
 
 #: W4A8: u4b8 weights (in their own prepacked layout) x e4m3 activations with fp32 token scales, on the
-#: fp8 tensor core; group scales (a multiple of 128 or K) applied to fp32 partial sums every stage.
-#: Rules from the tuner.
+#: fp8 tensor core; group scales (a multiple of 128 or K) applied to fp32 partial sums every stage, or
+#: on the 128 x 256 tile by rescaling the accumulators at each group. Rules from the tuner.
 U4B8_E4M3_BF16 = with_rules(Family(
     name="u4b8_e4m3_bf16", weight="u4b8", input="cutlass::float_e4m3_t",
-    space=tuple(_tile(n, m, 128) for n in (128, 256) for m in (8, 16, 32, 64, 128) if m * n // 128 <= 128)),
+    space=tuple(_tile(n, m, 128) for n in (128, 256) for m in (8, 16, 32, 64, 128) if m * n // 128 <= 128)
+    + (_tile(128, 256, 128),)),
     RULES_DIR / "u4b8_e4m3_bf16.json")
-#: the same with fp16 group scales and output: four of the bf16 family's tuned tiles (decode, M up to 32
-#: and 64, prefill), to keep the default build short, until tuned on its own
+#: the same with fp16 group scales and output: five of the bf16 family's tuned tiles (decode, M up to 32,
+#: 64 and 128, prefill), to keep the default build short, until tuned on its own
 U4B8_E4M3_FP16 = replace(U4B8_E4M3_BF16, name="u4b8_e4m3_fp16", activation="cutlass::half_t",
                          rules=(Rule(_tile(256, 8, 128), m_max=8), Rule(_tile(256, 32, 128), m_max=32),
-                                Rule(_tile(128, 64, 128), m_max=64), Rule(_tile(128, 128, 128))),
+                                Rule(_tile(128, 64, 128), m_max=64), Rule(_tile(128, 128, 128), m_max=128),
+                                Rule(_tile(128, 256, 128))),
                          rules_source="hand-set from the u4b8_e4m3_bf16 rules, until tuned on its own")
 
 

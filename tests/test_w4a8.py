@@ -90,12 +90,16 @@ def gpu_problem(m, n, k, group_size, out_dtype, seed):
     return a, ts.reshape(-1).contiguous(), w_q, scales
 
 
-def check(a, ts, w_q, scales, group_size, out, cs=None):
+def check(a, ts, w_q, scales, group_size, out, schedule=None, cs=None):
+    """out against the reference, with the accumulation length of `schedule` (default: the dispatch's)."""
     ref = reference.mm_quantized(a.float(), w_q, scales, group_size, channel_scales=cs, token_scales=ts,
                                  exact_weight=True)
     a_max = a.float().abs().max().item() * ts.max().item()
     w_max = 8 * scales.float().abs().max().item() * (1.0 if cs is None else cs.abs().max().item())
-    assert_gemm_close(out, ref, a.shape[1], a_max, w_max, fp8_chunk=128)
+    m, k = a.shape
+    if schedule is None:
+        schedule = mixed_input.select_schedule(m, w_q.shape[0], k, group_size=group_size, layout=E4M3)
+    assert_gemm_close(out, ref, k, a_max, w_max, fp8_chunk=mixed_input.w4a8_accumulation(schedule, k))
 
 
 def schedules(out_dtype=torch.bfloat16):
@@ -116,7 +120,28 @@ def test_every_schedule_matches_the_reference(m, n, k, g, out_dtype):
         out = poison_(torch.empty(m, n, dtype=out_dtype, device="cuda"))
         quantgemm.mm(a, b, scales, g, out=out, schedule=name, token_scales=ts)
         torch.cuda.synchronize()
-        check(a, ts, w_q, scales, g, out)
+        check(a, ts, w_q, scales, g, out, name)
+
+
+@requires_hopper
+def test_every_schedule_across_zero_and_far_apart_group_scales():
+    """Scales spread over eight orders of magnitude from group to group, some groups all zero: the wide
+    tiles change their accumulators' units at every group (by up to 1e8, and past a zero scale)."""
+    names = schedules()
+    if not names:
+        pytest.skip("no W4A8 kernels in this build")
+    m, n, k = 200, 384, 2048
+    a, ts, w_q, _ = gpu_problem(m, n, k, 128, torch.bfloat16, seed=11)
+    scales = (10.0 ** (torch.rand(k // 128, n, device="cuda") * 8 - 6)).to(torch.bfloat16)
+    scales[3] = 0
+    scales[4:6, : n // 2] = 0
+    scales[-1, n // 3:] = 0
+    b = quantgemm.prepack_b(w_q, layout=E4M3)
+    for name in names:
+        out = poison_(torch.empty(m, n, dtype=torch.bfloat16, device="cuda"))
+        quantgemm.mm(a, b, scales, 128, out=out, schedule=name, token_scales=ts)
+        torch.cuda.synchronize()
+        check(a, ts, w_q, scales, 128, out, name)
 
 
 @requires_hopper
@@ -128,7 +153,7 @@ def test_dispatch_matches_the_reference_on_a_real_shape(m):
     cs = torch.rand(6144, device="cuda") + 0.5
     out = quantgemm.mm(a, quantgemm.prepack_b(w_q, layout=E4M3), scales, 128, token_scales=ts, channel_scales=cs)
     assert out.dtype == torch.bfloat16 and out.shape == (m, 6144)
-    check(a, ts, w_q, scales, 128, out, cs)
+    check(a, ts, w_q, scales, 128, out, cs=cs)
 
 
 @requires_hopper

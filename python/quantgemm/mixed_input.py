@@ -241,6 +241,21 @@ _SM90_TILE_M = re.compile(r"_\d+x(\d+)x\d+_c\d+x\d+x\d+$")
 SYNC_TILE_M = 8
 
 
+#: the sm90 tile (<tile_n>x<tile_m>) of a schedule name
+_SM90_TILE = re.compile(r"_(\d+)x(\d+)x\d+_c\d+x\d+x\d+$")
+
+
+def w4a8_accumulation(schedule: str, k: int) -> int:
+    """How much of K the fp8 tensor core accumulates before fp32 takes over, for a W4A8 schedule:
+    128 on the tiles that promote each stage's partial sums, all of K on the wide ones (more than 64
+    accumulators a thread: tile_n * tile_m > 128 * 128) that rescale their accumulators at each
+    group change instead (docs/math.md)."""
+    tile = _SM90_TILE.search(schedule)
+    if tile is None:
+        raise ValueError(f"{schedule!r} is not an sm90 mixed-input schedule name")
+    return k if int(tile.group(1)) * int(tile.group(2)) > 128 * 128 else min(k, 128)
+
+
 def exact_weight(m: int, n: int, k: int, weight_type: str = "u4b8", dtype: torch.dtype = torch.bfloat16,
                  group_size: int = 128, layout: str = "sm90", schedule: str | None = None) -> bool:
     """Whether mm keeps the dequantized weight (q - zero) * s unrounded on this problem

@@ -17,6 +17,14 @@
     converted while the previous stage's wgmmas run; those are then waited for and added (narrow
     tiles spread a stage's k32 steps over up to four sets of partial sums: a chain of short wgmmas
     on one set runs at their latency).
+
+    The 128 x 256 tile has no room for partial sums beside its 128 accumulators a thread. Its
+    wgmmas accumulate into the accumulators themselves, kept in units of the current group's scale:
+
+             acc <- acc * (s[g - 1, n] / s[g, n]) + sum_{k in stage g} (q[n, k] - 8) * a[m, k]
+
+    and times the last group's scale at the end. The tensor core then accumulates over all of k, as
+    FP8 GEMMs with fast accumulation do (docs/math.md has the error this costs).
 */
 #pragma once
 
@@ -101,11 +109,138 @@ struct Sm90MmaW4A8 : Sm90W4A8Tile<ElementOut_, TileN_, TileM_> {
   // would run at their latency)
   static constexpr int kColumns = TileM * kBlocksN;
   static constexpr int kSets = kColumns <= 16 ? 4 : (kColumns <= 32 ? 2 : 1);
+  /// Tiles whose partial sums would not fit beside the accumulators (more than 64 fp32 a thread)
+  /// rescale instead: the wgmmas accumulate into the accumulators themselves, which hold the sum in
+  /// units of the current group's scale; at a group change they are multiplied by s_prev / s_next,
+  /// at the end by the last scale. One register set, the tensor core's accumulation over all of k.
+  static constexpr bool kRescale = kColumns > 128;
+  static_assert(!kRescale || kBlocksN == 1, "the rescaling tiles are one block row (128 weight rows)");
+  /// the smallest scale magnitude the rescaling divides by (a group of zero scale contributes
+  /// nothing either way; the floor keeps the ratios finite)
+  static constexpr float kScaleFloor = 0x1p-60f;
 
   CUTE_DEVICE static void release(SharedStorage& s, int stage, int ct) { WeightStream::release(s, stage, ct); }
 
+  /// A consumer thread's share of a stage: its codes loaded from shared memory and converted into
+  /// the stage's A fragments (the previous stage's wgmmas read the other buffer meanwhile), and its
+  /// rows' group scales (rows g and g + 8 of each block row; a stage lies inside one group).
+  template <class FragmentA>
+  CUTE_DEVICE static void convert_stage(SharedStorage const& s, int i, int ct, FragmentA& frag, float (&now)[kBlocksN][2]) {
+    using namespace cute;
+    uint4 packed[kKBlocks][kBlocksN];
+    CUTE_UNROLL
+    for (int kb = 0; kb < kKBlocks; ++kb) {
+      CUTE_UNROLL
+      for (int blk = 0; blk < kBlocksN; ++blk) {
+        packed[kb][blk] = *reinterpret_cast<uint4 const*>(
+            s.b.data() + WeightStream::block_at(i, kb, blk) + BLayout::load_offset(ct, 0));
+      }
+    }
+    int const row = (ct / 32) * 16 + (ct % 32) / 4;
+    CUTE_UNROLL
+    for (int blk = 0; blk < kBlocksN; ++blk) {
+      // the stage's first k-block's scale row serves both
+      int const at = i * kKBlocks * TileN + blk * BLayout::kBlockN + row;
+      now[blk][0] = float(s.scales.data()[at]);
+      now[blk][1] = float(s.scales.data()[at + 8]);
+    }
+    CUTE_UNROLL
+    for (int kb = 0; kb < kKBlocks; ++kb) {
+      CUTE_UNROLL
+      for (int blk = 0; blk < kBlocksN; ++blk) {
+        uint32_t const words[4] = {packed[kb][blk].x, packed[kb][blk].y, packed[kb][blk].z, packed[kb][blk].w};
+        CUTE_UNROLL
+        for (int j = 0; j < BLayout::kKSteps; ++j) {
+          Tensor a = recast<uint32_t>(frag(_, blk, kb * BLayout::kKSteps + j));
+          uint32_t r0, r1, r2, r3;
+          Convert4BitE4m3::convert(words[2 * j], r0, r1);
+          Convert4BitE4m3::convert(words[2 * j + 1], r2, r3);
+          a(0) = r0;
+          a(1) = r1;
+          a(2) = r2;
+          a(3) = r3;
+        }
+      }
+    }
+  }
+
   /// Consumers (two warpgroups, thread ct in 0..255): accum = the sum over the next k_iters stages.
-  CUTE_DEVICE static void mma(Params const&, SharedStorage& s, Pipeline& pipe, int k_iters, Accumulator& accum, int ct) {
+  CUTE_DEVICE static void mma(Params const& p, SharedStorage& s, Pipeline& pipe, int k_iters, Accumulator& accum, int ct) {
+    if constexpr (kRescale) {
+      mma_rescaled(p, s, pipe, k_iters, accum, ct);
+    } else {
+      mma_promoted(p, s, pipe, k_iters, accum, ct);
+    }
+  }
+
+  /// The wide tiles: accum holds the sum in units of the last stage's group scale.
+  CUTE_DEVICE static void mma_rescaled(Params const&, SharedStorage& s, Pipeline& pipe, int k_iters, Accumulator& accum,
+                                       int ct) {
+    using namespace cute;
+    TiledMma tiled_mma;
+    Tensor sAct = make_tensor(make_smem_ptr(s.act.data()), SmemLayoutAct{});  // (TileM,TileK,PIPE)
+    auto wg_slice = tiled_mma.get_slice((ct / 128) * 128);
+    Tensor tCrB = wg_slice.make_fragment_B(wg_slice.partition_B(sAct));        // (MMA,1,kKSteps,PIPE)
+    using FragmentA = decltype(make_tensor<ElementA>(partition_shape_A(tiled_mma, Shape<Int<TileN>, Int<TileK>>{})));
+    FragmentA tCrA[2];
+    float scale[2];  // the group scales accum is in units of, rows g and g + 8
+    clear(accum);
+    bool held = false;  // the previous stage's shared memory is still held
+
+    // accum *= factor[row half]
+    auto multiply = [&](float const (&factor)[2]) {
+      CUTE_UNROLL
+      for (int v = 0; v < size(accum); ++v) {
+        accum(v) *= factor[(v / 2) % 2];
+      }
+    };
+
+    auto stage = [&](auto buffer) {
+      constexpr int P = decltype(buffer)::value;  // A-register buffer
+      int const i = pipe.index;
+      cutlass::arch::ClusterTransactionBarrier::wait(&s.full[i], pipe.phase);
+      float now[1][2];
+      convert_stage(s, i, ct, tCrA[P], now);
+      float ratio[2];
+      CUTE_UNROLL
+      for (int h = 0; h < 2; ++h) {
+        now[0][h] = fabsf(now[0][h]) < kScaleFloor ? kScaleFloor : now[0][h];
+        ratio[h] = __fdividef(scale[h], now[0][h]);
+      }
+      // the previous stage's wgmmas have retired: free its shared memory, change units
+      warpgroup_wait<0>();
+      warpgroup_fence_operand(accum);
+      if (held) {
+        release(s, i >= 1 ? i - 1 : i + Stages - 1, ct);
+        multiply(ratio);
+      }
+      warpgroup_fence_operand(accum);
+      warpgroup_arrive();
+      tiled_mma.accumulate_ = GMMA::ScaleOut::One;
+      CUTE_UNROLL
+      for (int j = 0; j < kKSteps; ++j) {
+        gemm(tiled_mma, tCrA[P](_, _, j), tCrB(_, _, j, i), accum);
+      }
+      warpgroup_commit_batch();
+      warpgroup_fence_operand(accum);
+      scale[0] = now[0][0];
+      scale[1] = now[0][1];
+      held = true;
+      pipe.advance();
+    };
+
+    alternate_buffers(k_iters, stage);
+    warpgroup_wait<0>();
+    warpgroup_fence_operand(accum);
+    if (held) {
+      release(s, pipe.index >= 1 ? pipe.index - 1 : pipe.index + Stages - 1, ct);
+      multiply(scale);
+    }
+  }
+
+  /// The other tiles: each stage's sums promoted into fp32 times its group scale.
+  CUTE_DEVICE static void mma_promoted(Params const&, SharedStorage& s, Pipeline& pipe, int k_iters, Accumulator& accum,
+                                       int ct) {
     using namespace cute;
     TiledMma tiled_mma;
     Tensor sAct = make_tensor(make_smem_ptr(s.act.data()), SmemLayoutAct{});  // (TileM,TileK,PIPE)
@@ -118,9 +253,6 @@ struct Sm90MmaW4A8 : Sm90W4A8Tile<ElementOut_, TileN_, TileM_> {
     Accumulator partial[kSets];
     float scale[kBlocksN][2];  // the group scales of the stage in the partial sums, rows g and g + 8
     clear(accum);
-
-    int const row = (ct / 32) * 16 + (ct % 32) / 4;
-    ElementOut const* scales = s.scales.data();
     bool held = false;  // the previous stage's shared memory is still held (and its sums not added)
 
     // accum += scale * (the partial sums), in a fixed order
@@ -148,42 +280,8 @@ struct Sm90MmaW4A8 : Sm90W4A8Tile<ElementOut_, TileN_, TileM_> {
       constexpr int P = decltype(buffer)::value;  // A-register buffer
       int const i = pipe.index;
       cutlass::arch::ClusterTransactionBarrier::wait(&s.full[i], pipe.phase);
-      uint4 packed[kKBlocks][kBlocksN];
       float now[kBlocksN][2];
-      CUTE_UNROLL
-      for (int kb = 0; kb < kKBlocks; ++kb) {
-        CUTE_UNROLL
-        for (int blk = 0; blk < kBlocksN; ++blk) {
-          packed[kb][blk] = *reinterpret_cast<uint4 const*>(
-              s.b.data() + WeightStream::block_at(i, kb, blk) + BLayout::load_offset(ct, 0));
-        }
-      }
-      CUTE_UNROLL
-      for (int blk = 0; blk < kBlocksN; ++blk) {
-        // a stage lies inside one group: its first k-block's scale row serves both
-        int const at = i * kKBlocks * TileN + blk * BLayout::kBlockN + row;
-        now[blk][0] = float(scales[at]);
-        now[blk][1] = float(scales[at + 8]);
-      }
-      // (the previous stage's wgmmas read the other A buffer while this one is converted)
-      CUTE_UNROLL
-      for (int kb = 0; kb < kKBlocks; ++kb) {
-        CUTE_UNROLL
-        for (int blk = 0; blk < kBlocksN; ++blk) {
-          uint32_t const words[4] = {packed[kb][blk].x, packed[kb][blk].y, packed[kb][blk].z, packed[kb][blk].w};
-          CUTE_UNROLL
-          for (int j = 0; j < BLayout::kKSteps; ++j) {
-            Tensor a = recast<uint32_t>(tCrA[P](_, blk, kb * BLayout::kKSteps + j));
-            uint32_t r0, r1, r2, r3;
-            Convert4BitE4m3::convert(words[2 * j], r0, r1);
-            Convert4BitE4m3::convert(words[2 * j + 1], r2, r3);
-            a(0) = r0;
-            a(1) = r1;
-            a(2) = r2;
-            a(3) = r3;
-          }
-        }
-      }
+      convert_stage(s, i, ct, tCrA[P], now);
       // the previous stage's wgmmas have retired: add its sums, free its shared memory
       warpgroup_wait<0>();
       if (held) {
