@@ -75,8 +75,22 @@ def test_explain_names_the_w4a8_family():
     assert "sm90_e4m3" in str(e)
     if not e.refused:  # (a build with the W4A8 kernels)
         assert e.schedule.startswith("u4b8_e4m3_bf16_")
+    if "u4b8_e4m3_bf16_128x256x128_c1x1x1" in schedules():
+        wide = quantgemm.explain(4096, 28672, 8192, 128, layout=E4M3, schedule="u4b8_e4m3_bf16_128x256x128_c1x1x1")
+        assert any("over all of K=8192" in note for note in wide.notes)
+        assert not quantgemm.explain(4096, 28672, 8192, 128, layout=E4M3,
+                                     schedule="u4b8_e4m3_bf16_128x128x128_c1x1x1").notes
     bad = quantgemm.explain(16, 4096, 4096, 64, layout=E4M3)
     assert any("multiple of 128" in r for r in bad.refused)
+
+
+def test_the_wide_tile_accumulates_over_all_of_k_the_others_over_128():
+    assert mixed_input.w4a8_accumulation("u4b8_e4m3_bf16_128x256x128_c1x1x1", 8192) == 8192
+    assert mixed_input.w4a8_accumulation("u4b8_e4m3_fp16_128x128x128_c1x1x1", 8192) == 128
+    assert mixed_input.w4a8_accumulation("u4b8_e4m3_bf16_256x64x128_c1x1x1", 8192) == 128
+    assert mixed_input.w4a8_accumulation("u4b8_e4m3_bf16_256x8x128_c1x1x1", 96) == 96
+    with pytest.raises(ValueError, match="not an sm90 mixed-input schedule name"):
+        mixed_input.w4a8_accumulation("sm80_u4b8_bf16_256x8", 128)
 
 
 # ---------------------------------------------------------------- GPU: every schedule vs the reference

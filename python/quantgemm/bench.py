@@ -313,7 +313,8 @@ def bench_w4a8_shape(model, layer, n, k, ms, group_size, bandwidth, l2_bytes, ch
                 if not rel < 1e-2:
                     raise RuntimeError(f"{model} {layer} M={m}: relative error {rel:.3g} against the reference")
                 w4a16 = mixed_input.mm(x, b16, scales, group_size).float()
-                ref16 = reference.mm_quantized(x, w_q, scales, group_size)
+                ref16 = reference.mm_quantized(x, w_q, scales, group_size,
+                                               exact_weight=mixed_input.exact_weight(m, n, k, group_size=group_size))
                 note = (f", rel. error vs its fp32 reference: W4A8 {rel:.2e}, "
                         f"W4A16 {((w4a16 - ref16).norm() / ref16.norm()).item():.2e}")
             qg = graph_time_us([lambda b=b, s=s: mixed_input.mm(a, b, s, group_size, out=out_q, schedule=sched,

@@ -334,6 +334,9 @@ def explain(m: int, n: int, k: int, group_size: int = 128, schedule: str | None 
             picked = native().select(family, m, n, k)
             condition = next(c for c, name in native().rules(family) if _rule_holds(c, m, n, k))
             rule = f"rule: {condition or 'any problem'}"
+        if layout == E4M3 and w4a8_accumulation(picked, k) > 128:
+            notes.append(f"{picked} rescales its accumulators at each group: the fp8 tensor core accumulates "
+                         f"over all of K={k} (docs/math.md); a 128 x 128 or narrower schedule promotes every 128")
     schedules = {}
     for name in compiled:
         if refused:
