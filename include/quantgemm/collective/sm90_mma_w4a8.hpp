@@ -165,26 +165,30 @@ struct Sm90MmaW4A8 : Sm90W4A8Tile<ElementOut_, TileN_, TileM_> {
   }
 
   /// Consumers (two warpgroups, thread ct in 0..255): accum = the sum over the next k_iters stages.
-  CUTE_DEVICE static void mma(Params const& p, SharedStorage& s, Pipeline& pipe, int k_iters, Accumulator& accum, int ct) {
-    if constexpr (kRescale) {
-      mma_rescaled(p, s, pipe, k_iters, accum, ct);
-    } else {
-      mma_promoted(p, s, pipe, k_iters, accum, ct);
-    }
-  }
-
-  /// The wide tiles: accum holds the sum in units of the last stage's group scale.
-  CUTE_DEVICE static void mma_rescaled(Params const&, SharedStorage& s, Pipeline& pipe, int k_iters, Accumulator& accum,
-                                       int ct) {
+  CUTE_DEVICE static void mma(Params const&, SharedStorage& s, Pipeline& pipe, int k_iters, Accumulator& accum, int ct) {
     using namespace cute;
     TiledMma tiled_mma;
     Tensor sAct = make_tensor(make_smem_ptr(s.act.data()), SmemLayoutAct{});  // (TileM,TileK,PIPE)
     auto wg_slice = tiled_mma.get_slice((ct / 128) * 128);
     Tensor tCrB = wg_slice.make_fragment_B(wg_slice.partition_B(sAct));        // (MMA,1,kKSteps,PIPE)
     using FragmentA = decltype(make_tensor<ElementA>(partition_shape_A(tiled_mma, Shape<Int<TileN>, Int<TileK>>{})));
-    FragmentA tCrA[2];
-    float scale[2];  // the group scales accum is in units of, rows g and g + 8
+    FragmentA tCrA[2];                                                           // (MMA,kBlocksN,kKSteps) each
+    static_assert(decltype(size<1>(FragmentA{}))::value == kBlocksN &&
+                  decltype(size<2>(FragmentA{}))::value == kKSteps);
     clear(accum);
+    if constexpr (kRescale) {
+      mma_rescaled(s, pipe, k_iters, accum, ct, tiled_mma, tCrB, tCrA);
+    } else {
+      mma_promoted(s, pipe, k_iters, accum, ct, tiled_mma, tCrB, tCrA);
+    }
+  }
+
+  /// The wide tiles: accum holds the sum in units of the last stage's group scale.
+  template <class TensorB, class FragmentA>
+  CUTE_DEVICE static void mma_rescaled(SharedStorage& s, Pipeline& pipe, int k_iters, Accumulator& accum, int ct,
+                                       TiledMma& tiled_mma, TensorB const& tCrB, FragmentA (&tCrA)[2]) {
+    using namespace cute;
+    float scale[2];  // the group scales accum is in units of, rows g and g + 8
     bool held = false;  // the previous stage's shared memory is still held
 
     // accum *= factor[row half]
@@ -239,20 +243,12 @@ struct Sm90MmaW4A8 : Sm90W4A8Tile<ElementOut_, TileN_, TileM_> {
   }
 
   /// The other tiles: each stage's sums promoted into fp32 times its group scale.
-  CUTE_DEVICE static void mma_promoted(Params const&, SharedStorage& s, Pipeline& pipe, int k_iters, Accumulator& accum,
-                                       int ct) {
+  template <class TensorB, class FragmentA>
+  CUTE_DEVICE static void mma_promoted(SharedStorage& s, Pipeline& pipe, int k_iters, Accumulator& accum, int ct,
+                                       TiledMma& tiled_mma, TensorB const& tCrB, FragmentA (&tCrA)[2]) {
     using namespace cute;
-    TiledMma tiled_mma;
-    Tensor sAct = make_tensor(make_smem_ptr(s.act.data()), SmemLayoutAct{});  // (TileM,TileK,PIPE)
-    auto wg_slice = tiled_mma.get_slice((ct / 128) * 128);
-    Tensor tCrB = wg_slice.make_fragment_B(wg_slice.partition_B(sAct));        // (MMA,1,kKSteps,PIPE)
-    using FragmentA = decltype(make_tensor<ElementA>(partition_shape_A(tiled_mma, Shape<Int<TileN>, Int<TileK>>{})));
-    FragmentA tCrA[2];                                                           // (MMA,kBlocksN,kKSteps) each
-    static_assert(decltype(size<1>(FragmentA{}))::value == kBlocksN &&
-                  decltype(size<2>(FragmentA{}))::value == kKSteps);
     Accumulator partial[kSets];
     float scale[kBlocksN][2];  // the group scales of the stage in the partial sums, rows g and g + 8
-    clear(accum);
     bool held = false;  // the previous stage's shared memory is still held (and its sums not added)
 
     // accum += scale * (the partial sums), in a fixed order
