@@ -235,14 +235,10 @@ def select_schedule(m: int, n: int, k: int, weight_type: str = "u4b8", dtype: to
     return native().select(_family(weight_type, dtype, _two_scale_rows(k, group_size, layout), layout), m, n, k)
 
 
-#: the token tile of an sm90 schedule name (<family>_<tile_n>x<tile_m>x<tile_k>_c<cluster>)
-_SM90_TILE_M = re.compile(r"_\d+x(\d+)x\d+_c\d+x\d+x\d+$")
+#: the tile of an sm90 schedule name (<family>_<tile_n>x<tile_m>x<tile_k>_c<cluster>)
+_SM90_TILE = re.compile(r"_(\d+)x(\d+)x\d+_c\d+x\d+x\d+$")
 #: the sm90 token tile whose kernels run mma.sync and scale fp32 partial sums
 SYNC_TILE_M = 8
-
-
-#: the sm90 tile (<tile_n>x<tile_m>) of a schedule name
-_SM90_TILE = re.compile(r"_(\d+)x(\d+)x\d+_c\d+x\d+x\d+$")
 
 
 def w4a8_accumulation(schedule: str, k: int) -> int:
@@ -266,10 +262,10 @@ def exact_weight(m: int, n: int, k: int, weight_type: str = "u4b8", dtype: torch
         return True
     if schedule is None:
         schedule = select_schedule(m, n, k, weight_type, dtype, group_size, layout)
-    tile = _SM90_TILE_M.search(schedule)
+    tile = _SM90_TILE.search(schedule)
     if tile is None:
         raise ValueError(f"{schedule!r} is not an sm90 mixed-input schedule name")
-    return int(tile.group(1)) == SYNC_TILE_M
+    return int(tile.group(2)) == SYNC_TILE_M
 
 
 @dataclass

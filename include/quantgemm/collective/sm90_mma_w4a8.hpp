@@ -188,7 +188,7 @@ struct Sm90MmaW4A8 : Sm90W4A8Tile<ElementOut_, TileN_, TileM_> {
   CUTE_DEVICE static void mma_rescaled(SharedStorage& s, Pipeline& pipe, int k_iters, Accumulator& accum, int ct,
                                        TiledMma& tiled_mma, TensorB const& tCrB, FragmentA (&tCrA)[2]) {
     using namespace cute;
-    float scale[2];  // the group scales accum is in units of, rows g and g + 8
+    float scale[2] = {1.f, 1.f};  // the group scales accum is in units of, rows g and g + 8
     bool held = false;  // the previous stage's shared memory is still held
 
     // accum *= factor[row half]
