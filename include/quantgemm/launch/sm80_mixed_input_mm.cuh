@@ -52,27 +52,11 @@ LaunchResult launch_sm80_mixed_input_mm(MixedInputMmArgs const& x) {
   if (compute_capability() < 80) {
     return fail(cudaErrorNoKernelImageForDevice);
   }
-  auto* kernel = &sm80::sm80_mixed_input_stream_k<Kernel>;
-  static bool attribute_set[64] = {};
-  static int blocks_per_sm[64] = {};
-  int device = 0;
-  cudaGetDevice(&device);
-  int per_sm = 0;
-  if (device >= 64 || !attribute_set[device]) {
-    cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Kernel::kSharedBytes);
-    if (err == cudaSuccess) {
-      err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, Kernel::kThreads, Kernel::kSharedBytes);
-    }
-    if (err != cudaSuccess) {
-      return fail(err);
-    }
-    if (device < 64) {
-      attribute_set[device] = true;
-      blocks_per_sm[device] = per_sm;
-    }
-  } else {
-    per_sm = blocks_per_sm[device];
+  constexpr auto kernel = &sm80::sm80_mixed_input_stream_k<Kernel>;
+  if (cudaError_t const err = allow_shared_memory<kernel>(Kernel::kSharedBytes); err != cudaSuccess) {
+    return fail(err);
   }
+  int const per_sm = resident_blocks_per_sm<kernel>(Kernel::kThreads, Kernel::kSharedBytes);
   if (per_sm <= 0) {
     return fail(cudaErrorInvalidConfiguration);
   }

@@ -89,6 +89,31 @@ cudaError_t allow_shared_memory(int smem) {
   return err;
 }
 
+/// How many CTAs of `Kernel` (`threads` a CTA, `smem` bytes of dynamic shared memory, allowed
+/// beforehand) an SM of the current device holds at once; 0 if the driver cannot say. Asked of the
+/// driver on the first call for each device only (thread-safe).
+template <auto Kernel>
+int resident_blocks_per_sm(int threads, int smem) {
+  static std::atomic<int> known[64] = {};  // per device; 0: not asked yet
+  int device = 0;
+  if (cudaGetDevice(&device) != cudaSuccess) {
+    return 0;
+  }
+  if (device < 64) {
+    if (int const n = known[device].load(std::memory_order_relaxed); n > 0) {
+      return n;
+    }
+  }
+  int n = 0;
+  if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, Kernel, threads, smem) != cudaSuccess) {
+    return 0;
+  }
+  if (device < 64 && n > 0) {
+    known[device].store(n, std::memory_order_relaxed);
+  }
+  return n;
+}
+
 /// Launches kernel<<<grid, threads, smem, stream>>>(args), allowing programmatic dependent launch
 /// (the kernel may start while the previous kernel in the stream finishes) when `programmatic` and
 /// programmatic_launch_enabled(), in clusters of `cluster` consecutive CTAs when it is above 1.
