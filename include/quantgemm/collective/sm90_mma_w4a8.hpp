@@ -119,7 +119,10 @@ struct Sm90MmaW4A8 : Sm90W4A8Tile<ElementOut_, TileN_, TileM_> {
   /// nothing either way; the floor keeps the ratios finite)
   static constexpr float kScaleFloor = 0x1p-60f;
 
-  CUTE_DEVICE static void release(SharedStorage& s, int stage, int ct) { WeightStream::release(s, stage, ct); }
+  /// frees the stage before stage i (its wgmmas have retired)
+  CUTE_DEVICE static void release_previous(SharedStorage& s, int i, int ct) {
+    WeightStream::release(s, i >= 1 ? i - 1 : i + Stages - 1, ct);
+  }
 
   /// A consumer thread's share of a stage: its codes loaded from shared memory and converted into
   /// the stage's A fragments (the previous stage's wgmmas read the other buffer meanwhile), and its
@@ -215,7 +218,7 @@ struct Sm90MmaW4A8 : Sm90W4A8Tile<ElementOut_, TileN_, TileM_> {
       warpgroup_wait<0>();
       warpgroup_fence_operand(accum);
       if (held) {
-        release(s, i >= 1 ? i - 1 : i + Stages - 1, ct);
+        release_previous(s, i, ct);
         multiply(ratio);
       }
       warpgroup_fence_operand(accum);
@@ -237,7 +240,7 @@ struct Sm90MmaW4A8 : Sm90W4A8Tile<ElementOut_, TileN_, TileM_> {
     warpgroup_wait<0>();
     warpgroup_fence_operand(accum);
     if (held) {
-      release(s, pipe.index >= 1 ? pipe.index - 1 : pipe.index + Stages - 1, ct);
+      release_previous(s, pipe.index, ct);
       multiply(scale);
     }
   }
@@ -281,7 +284,7 @@ struct Sm90MmaW4A8 : Sm90W4A8Tile<ElementOut_, TileN_, TileM_> {
       // the previous stage's wgmmas have retired: add its sums, free its shared memory
       warpgroup_wait<0>();
       if (held) {
-        release(s, i >= 1 ? i - 1 : i + Stages - 1, ct);
+        release_previous(s, i, ct);
         add();
       }
       CUTE_UNROLL
@@ -311,7 +314,7 @@ struct Sm90MmaW4A8 : Sm90W4A8Tile<ElementOut_, TileN_, TileM_> {
     alternate_buffers(k_iters, stage);
     warpgroup_wait<0>();
     if (held) {
-      release(s, pipe.index >= 1 ? pipe.index - 1 : pipe.index + Stages - 1, ct);
+      release_previous(s, pipe.index, ct);
       add();
     }
   }
