@@ -52,13 +52,21 @@ class Schedule:
         v = [int(x) for x in m.groups()]
         return Schedule(tile_n=v[0], tile_m=v[1], tile_k=v[2], cluster=(v[3], v[4], v[5]))
 
+    def w4a8_rescales(self) -> bool:
+        """Whether this tile, as a W4A8 schedule, rescales its accumulators at each group instead of
+        promoting fp32 partial sums (more than 64 accumulators a consumer thread leave no room for
+        them): the kernel's `w4a8_rescales` (collective/sm90_mma_w4a8.hpp, checked against this in
+        each generated W4A8 translation unit) and `quantgemm.mixed_input.w4a8_accumulation` (checked
+        by tests/test_codegen.py)."""
+        return self.tile_m * self.tile_n > 128 * 128
+
     def problems(self, e4m3: bool = False) -> list[str]:
         """Why this schedule cannot be compiled, if it cannot (e4m3: as a W4A8 schedule)."""
         out = []
         if e4m3:
             if self.tile_k != 128:
                 out.append(f"W4A8 stages are 128 deep (one group-scale row a stage), got tile_k {self.tile_k}")
-            if self.tile_m * self.tile_n // 128 > 128 and self.tile_n != 128:
+            if self.w4a8_rescales() and self.tile_n != 128:
                 out.append(f"W4A8 tiles of more than 128 x 128 must have 128 weight rows (the accumulators of one "
                            f"block row are rescaled at each group), got {self.tile_n} x {self.tile_m}")
             if self.tile_m not in MIXED_INPUT_TILE_M:

@@ -7,6 +7,7 @@ import pytest
 
 from codegen import generate
 from codegen.schedules import FAMILIES, RULES_DIR, Family, Rule, Schedule, U4B8_BF16, load_rules
+from quantgemm.mixed_input import w4a8_accumulation
 from quantgemm.models import MODELS, unsupported_reason
 from quantgemm.tune import RuleSpec, rules_json
 
@@ -36,6 +37,24 @@ def test_every_schedule_is_reachable_and_instantiated(family):
     for s in family.schedules():
         assert f"mm_{s.name(family.name)}.cu" in files
         assert f'"{s.name(family.name)}"' in files["dispatch.cpp"]
+
+
+def test_w4a8_tiles_rescale_where_the_package_expects_it():
+    """Which W4A8 tiles rescale their accumulators (all of K in the fp8 tensor core) is decided by the
+    codegen's Schedule.w4a8_rescales, checked against the kernel in every generated W4A8 unit, and
+    read from the schedule name by the package for its tolerances and explain()."""
+    w4a8 = [f for f in FAMILIES if f.input]
+    assert w4a8
+    files = generate.render(["all"])
+    for family in w4a8:
+        tiles = {s for s in family.all_schedules()}
+        assert {s.w4a8_rescales() for s in tiles} == {True, False}
+        for s in tiles:
+            name = s.name(family.name)
+            assert (w4a8_accumulation(name, 8192) == 8192) == s.w4a8_rescales(), name
+            assert f"w4a8_rescales({s.tile_n}, {s.tile_m}) == {str(s.w4a8_rescales()).lower()}" in files[f"mm_{name}.cu"]
+    wide = Schedule(256, 128, 128)
+    assert wide.w4a8_rescales() and any("128 weight rows" in p for p in wide.problems(e4m3=True))
 
 
 def test_small_m_takes_narrow_tiles():

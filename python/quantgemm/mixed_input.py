@@ -245,11 +245,12 @@ def w4a8_accumulation(schedule: str, k: int) -> int:
     """How much of K the fp8 tensor core accumulates before fp32 takes over, for a W4A8 schedule:
     128 on the tiles that promote each stage's partial sums, all of K on the wide ones (more than 64
     accumulators a thread: tile_n * tile_m > 128 * 128) that rescale their accumulators at each
-    group change instead (docs/math.md)."""
+    group change instead (docs/math.md). The kernel and the codegen say the same (tests/test_codegen.py)."""
     tile = _SM90_TILE.search(schedule)
     if tile is None:
         raise ValueError(f"{schedule!r} is not an sm90 mixed-input schedule name")
-    return k if int(tile.group(1)) * int(tile.group(2)) > 128 * 128 else min(k, 128)
+    rescales = int(tile.group(1)) * int(tile.group(2)) > 128 * 128
+    return k if rescales else min(k, 128)
 
 
 def exact_weight(m: int, n: int, k: int, weight_type: str = "u4b8", dtype: torch.dtype = torch.bfloat16,

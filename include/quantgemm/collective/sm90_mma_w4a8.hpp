@@ -113,7 +113,7 @@ struct Sm90MmaW4A8 : Sm90W4A8Tile<ElementOut_, TileN_, TileM_> {
   /// rescale instead: the wgmmas accumulate into the accumulators themselves, which hold the sum in
   /// units of the current group's scale; at a group change they are multiplied by s_prev / s_next,
   /// at the end by the last scale. One register set, the tensor core's accumulation over all of k.
-  static constexpr bool kRescale = kColumns > 128;
+  static constexpr bool kRescale = w4a8_rescales(TileN, TileM);
   static_assert(!kRescale || kBlocksN == 1, "the rescaling tiles are one block row (128 weight rows)");
   /// the smallest scale magnitude the rescaling divides by (a group of zero scale contributes
   /// nothing either way; the floor keeps the ratios finite)

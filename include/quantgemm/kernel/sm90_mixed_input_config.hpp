@@ -97,6 +97,12 @@ struct Sm90MixedInputTile : Sm90PrepackedBlock<Weight::kBits> {
   };
 };
 
+/// Whether the W4A8 tile tile_n x tile_m rescales its accumulators at each group instead of promoting
+/// fp32 partial sums every stage: more than 64 accumulators a consumer thread leave no room for the
+/// partial sums (collective/sm90_mma_w4a8.hpp). The codegen's Schedule.w4a8_rescales says the same,
+/// checked in each generated W4A8 translation unit.
+constexpr bool w4a8_rescales(int tile_n, int tile_m) { return tile_n * tile_m > 128 * 128; }
+
 /// The W4A8 mainloop's tile (collective/sm90_mma_w4a8.hpp): u4b8 blocks in their e4m3 layout, 128
 /// of k a stage (two k-blocks, one group-scale row each, one 128-wide TMA box of e4m3 activation).
 template <class ElementOut, int TileN_, int TileM_>
