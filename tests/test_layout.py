@@ -6,6 +6,7 @@ import pytest
 import torch
 
 import quantgemm
+from torch._subclasses.fake_tensor import FakeTensorMode
 
 
 def nibble_of_value(v: int) -> int:
@@ -107,6 +108,39 @@ def test_prepack_validation():
         quantgemm.prepack_b(torch.zeros(128, 64, dtype=torch.uint8), weight_type="u3")
 
 
+@pytest.mark.parametrize("signed,stored,low,high,layout", [("s4", "u4b8", -8, 8, "sm90"), ("s4", "u4b8", -8, 8, "sm80"),
+                                                             ("s4", "u4b8", -8, 8, "sm90_e4m3"),
+                                                             ("s8", "u8b128", -128, 128, "sm90"),
+                                                             ("s8", "u8b128", -128, 128, "sm80")])
+def test_signed_codes_are_stored_as_the_offset_type(signed, stored, low, high, layout):
+    torch.manual_seed(high)
+    q = torch.randint(low, high, (200, 136), dtype=torch.int8)
+    b = quantgemm.prepack_b(q, signed, layout=layout)
+    assert b.weight_type == stored and (b.n, b.k, b.layout) == (200, 136, layout)
+    offset = (q.to(torch.int16) - low).to(torch.uint8)
+    assert torch.equal(b.data, quantgemm.prepack_b(offset, stored, layout=layout).data)
+    assert torch.equal(quantgemm.unpack_b(b).to(torch.int16) + low, q.to(torch.int16))
+    # the weight's values are the signed codes
+    a = torch.randn(3, 136, dtype=torch.bfloat16)
+    scales = torch.rand(1, 200, dtype=torch.bfloat16) + 0.5
+    if layout != "sm90_e4m3":
+        out = torch.ops.quantgemm.mm(a, b.data, b.n, b.k, b.weight_type, scales, -1, layout=layout)
+        want = a.float() @ (q.float() * scales.float().T).T
+        torch.testing.assert_close(out.float(), want, rtol=2e-2, atol=2e-2 * want.abs().max().item())
+
+
+def test_signed_codes_validation():
+    with pytest.raises(TypeError, match="w_q must have dtype torch.int8"):
+        quantgemm.prepack_b(torch.zeros(128, 64, dtype=torch.uint8), "s4")
+    with pytest.raises(ValueError, match=r"signed 4-bit codes \(-8..7\) for s4, got -9..7"):
+        quantgemm.prepack_b(torch.tensor([[-9] + [7] * 63] * 128, dtype=torch.int8), "s4")
+    with pytest.raises(ValueError, match=r"one of \('u4b8', 's4'\) for the sm90_e4m3 layout"):
+        quantgemm.prepack_b(torch.zeros(128, 64, dtype=torch.int8), "s8", layout="sm90_e4m3")
+    with FakeTensorMode() as mode:
+        fake = torch.ops.quantgemm.prepack_b(mode.from_tensor(torch.zeros(200, 136, dtype=torch.int8)), "s4")
+        assert fake.shape == (256 * 192 // 2,) and fake.dtype == torch.uint8
+
+
 @pytest.mark.parametrize("n,k", [(136, 72), (576, 320), (8, 8), (200, 4104)])
 def test_partial_blocks_are_padded_with_the_zero_code(n, k):
     # N and K off the 128 x 64 blocks: padded once at prepack time with code 8 (weight 0)
@@ -161,5 +195,5 @@ def test_e4m3_layout_pads_and_round_trips(n, k):
 
 
 def test_e4m3_layout_takes_u4b8_only():
-    with pytest.raises(ValueError, match="weight_type must be one of .'u4b8',. for the sm90_e4m3 layout"):
+    with pytest.raises(ValueError, match=r"weight_type must be one of \('u4b8', 's4'\) for the sm90_e4m3 layout"):
         quantgemm.prepack_b(torch.zeros(128, 64, dtype=torch.uint8), "u4", layout="sm90_e4m3")

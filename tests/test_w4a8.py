@@ -159,6 +159,23 @@ def test_every_schedule_across_zero_and_far_apart_group_scales():
 
 
 @requires_hopper
+@pytest.mark.parametrize("m", [1, 130])
+def test_signed_int4_weights(m):
+    """Signed int4 codes (-8..7) prepacked as s4: the weight is q * s."""
+    if not schedules():
+        pytest.skip("no W4A8 kernels in this build")
+    a, ts, w_q, scales = gpu_problem(m, 1024, 2048, 128, torch.bfloat16, seed=m + 5)
+    signed = (w_q.to(torch.int16) - 8).to(torch.int8)
+    b = quantgemm.prepack_b(signed, "s4", layout=E4M3)
+    assert b.weight_type == "u4b8"
+    out = poison_(torch.empty(m, 1024, dtype=torch.bfloat16, device="cuda"))
+    quantgemm.mm(a, b, scales, 128, out=out, token_scales=ts)
+    ref = (a.float() * ts[:, None]) @ (signed.float() * scales.float().repeat_interleave(128, 0).T).T
+    check(a, ts, w_q, scales, 128, out)
+    torch.testing.assert_close(out.float(), ref, rtol=0, atol=3e-2 * ref.abs().max().item())
+
+
+@requires_hopper
 @pytest.mark.parametrize("m", [1, 8, 48, 200, 1024])
 def test_dispatch_matches_the_reference_on_a_real_shape(m):
     if not schedules():

@@ -27,6 +27,9 @@ WEIGHT_TYPES = ("u4b8", "u4", "u8b128", "u8")  # u4b8 / u8b128: zero point 8 / 1
 BITS = {"u4b8": 4, "u4": 4, "u8b128": 8, "u8": 8}
 #: the fixed zero point of a weight type (also the code the padding takes); None: zero points per group
 ZERO_POINTS = {"u4b8": 8, "u4": None, "u8b128": 128, "u8": None}
+#: signed codes prepack_b also takes (int8 two's complement: s4 -8..7, s8 -128..127): the same values as
+#: the fixed-zero-point type they are stored as, code = q + zero point
+SIGNED_TYPES = {"s4": "u4b8", "s8": "u8b128"}
 DTYPES = {torch.bfloat16: "bf16", torch.float16: "fp16"}  # activations, scales, zero points, output
 BLOCK_N = 128  # prepacked block: 128 weight rows ...
 BLOCK_K = 64   # ... by 64 k
@@ -135,12 +138,13 @@ def check_prepack_args(w_q: torch.Tensor, weight_type: str, perm: torch.Tensor |
                        layout: str = "sm90") -> tuple[int, int]:
     """prepack_b's checks of what its arguments are (no GPU, fake tensors too); the padded shape."""
     _check_layout(layout)
-    if weight_type not in WEIGHT_TYPES:
-        raise ValueError(f"weight_type must be one of {WEIGHT_TYPES}, got {weight_type!r}")
-    if layout == E4M3 and weight_type not in E4M3_WEIGHT_TYPES:
-        raise ValueError(f"weight_type must be one of {E4M3_WEIGHT_TYPES} for the {E4M3} layout (W4A8), "
-                         f"got {weight_type!r}")
-    _checks.tensor("w_q", w_q, dtype=torch.uint8, ndim=2)
+    if weight_type not in WEIGHT_TYPES + tuple(SIGNED_TYPES):
+        raise ValueError(f"weight_type must be one of {WEIGHT_TYPES + tuple(SIGNED_TYPES)}, got {weight_type!r}")
+    stored = SIGNED_TYPES.get(weight_type, weight_type)
+    if layout == E4M3 and stored not in E4M3_WEIGHT_TYPES:
+        takes = E4M3_WEIGHT_TYPES + tuple(t for t, st in SIGNED_TYPES.items() if st in E4M3_WEIGHT_TYPES)
+        raise ValueError(f"weight_type must be one of {takes} for the {E4M3} layout (W4A8), got {weight_type!r}")
+    _checks.tensor("w_q", w_q, dtype=torch.int8 if weight_type in SIGNED_TYPES else torch.uint8, ndim=2)
     n, k = w_q.shape
     _check_weight_shape(n, k)
     if perm is not None:
@@ -152,7 +156,9 @@ def check_prepack_args(w_q: torch.Tensor, weight_type: str, perm: torch.Tensor |
 def prepack_b(w_q: torch.Tensor, weight_type: str = "u4b8", perm: torch.Tensor | None = None,
               layout: str | None = None) -> PrepackedWeight:
     """Rewrites [N, K] uint8 codes (one per byte: 0..15 for u4b8 and u4, 0..255 for u8b128 and u8)
-    into the prepacked layout, on w_q's device.
+    into the prepacked layout, on w_q's device. Signed codes, int8 [N, K] of -8..7 (weight_type
+    "s4") or -128..127 ("s8"), are the values of u4b8 and u8b128 (q - 8, q - 128), and are stored
+    as those: the returned weight's weight_type is "u4b8" or "u8b128", which mm takes.
 
     N and K must be multiples of 8; the layout pads them to whole 128 x 64 blocks, once, here: mm
     never copies the weight. Runs once per weight, offline: it checks the codes' range, which reads
@@ -171,6 +177,8 @@ def prepack_b(w_q: torch.Tensor, weight_type: str = "u4b8", perm: torch.Tensor |
         layout = default_layout(w_q.device) if isinstance(w_q, torch.Tensor) else "sm90"
     n_pad, k_pad = check_prepack_args(w_q, weight_type, perm, layout)
     n, k = w_q.shape
+    if weight_type in SIGNED_TYPES:
+        w_q, weight_type = _offset_binary(w_q, weight_type)
     bits = BITS[weight_type]
     if bits == 4 and w_q.numel() and int(w_q.max()) > 15:
         raise ValueError(f"w_q must hold 4-bit codes (0..15) for {weight_type}, got a maximum of {int(w_q.max())}")
@@ -190,6 +198,15 @@ def prepack_b(w_q: torch.Tensor, weight_type: str = "u4b8", perm: torch.Tensor |
     else:
         native().prepack_host(layout, bits, codes.data_ptr(), n_pad, k_pad, packed.data_ptr())
     return PrepackedWeight(packed, n, k, weight_type, perm, layout)
+
+
+def _offset_binary(w_q: torch.Tensor, signed_type: str) -> tuple[torch.Tensor, str]:
+    """Signed codes (int8) as the codes of the type that stores them, q + its zero point."""
+    stored = SIGNED_TYPES[signed_type]
+    zero = ZERO_POINTS[stored]
+    if stored == "u4b8" and w_q.numel() and (int(w_q.min()) < -8 or int(w_q.max()) > 7):
+        raise ValueError(f"w_q must hold signed 4-bit codes (-8..7) for s4, got {int(w_q.min())}..{int(w_q.max())}")
+    return (w_q.to(torch.int16) + zero).to(torch.uint8), stored
 
 
 def unpack_b(b: PrepackedWeight) -> torch.Tensor:

@@ -64,7 +64,8 @@ def prepack_b(w_q: torch.Tensor, weight_type: str = "u4b8", layout: str = "sm90"
 @prepack_b.register_fake
 def _(w_q, weight_type="u4b8", layout="sm90"):
     n_pad, k_pad = mixed_input.check_prepack_args(w_q, weight_type, layout=layout)
-    return w_q.new_empty((n_pad * k_pad * mixed_input.BITS[weight_type] // 8,))
+    bits = mixed_input.BITS[mixed_input.SIGNED_TYPES.get(weight_type, weight_type)]
+    return w_q.new_empty((n_pad * k_pad * bits // 8,), dtype=torch.uint8)
 
 
 @torch.library.custom_op("quantgemm::scaled_mm", mutates_args=())
