@@ -478,7 +478,7 @@ struct MixedInputKernel {
       }
       __syncthreads();
       if (threadIdx.x == 0) {
-        asm volatile("red.release.gpu.global.add.s32 [%0], 1;" ::"l"(counter) : "memory");
+        publish_piece(counter);
       }
       return;
     }
@@ -487,14 +487,7 @@ struct MixedInputKernel {
       int const c_lo = int(blockIdx.x);  // the first piece's CTA
       int const c_hi = d.sk_owner(u0 + d.iters - 1, c_lo);
       if (threadIdx.x == 0) {
-        for (int seen = -1;;) {
-          asm volatile("ld.acquire.gpu.global.s32 %0, [%1];" : "=r"(seen) : "l"(counter) : "memory");
-          if (seen == c_hi - c_lo) {
-            break;
-          }
-          __nanosleep(32);
-        }
-        *counter = 0;
+        wait_for_pieces(counter, c_hi - c_lo);
       }
       __syncthreads();
       if (wk == 0) {

@@ -237,22 +237,14 @@ struct Sm90GemmMixedInputStreamK {
       if (seg.k_begin != 0) {
         cutlass::arch::NamedBarrier::sync(kSignalThreads, kPublishBarrier);
         if (lane == 0) {
-          asm volatile("red.release.gpu.global.add.s32 [%0], 1;" ::"l"(counter) : "memory");
+          publish_piece(counter);
         }
       } else {
         if (lane == 0) {
           uint32_t const u0 = uint32_t(seg.sk_tile) * uint32_t(d.iters);
           int const last = d.sk_owner(u0 + d.iters - 1, blockIdx.x);  // (this CTA owns u0)
-          int const later = last - int(blockIdx.x);
           s.sk_last = last;
-          for (int seen = -1;;) {
-            asm volatile("ld.acquire.gpu.global.s32 %0, [%1];" : "=r"(seen) : "l"(counter) : "memory");
-            if (seen == later) {
-              break;
-            }
-            __nanosleep(32);
-          }
-          *counter = 0;
+          wait_for_pieces(counter, last - int(blockIdx.x));
         }
         __syncwarp();
         cutlass::arch::NamedBarrier::arrive(kSignalThreads, kReadyBarrier);

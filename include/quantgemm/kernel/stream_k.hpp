@@ -262,4 +262,26 @@ class SplitSegment {
   int end_;
 };
 
+#if defined(__CUDACC__)
+// The stream-K fixup's device side, shared by the kernels (the protocol: the header comment).
+
+/// A split tile's later piece, its partial stored: counts itself in (release: the partial first).
+__device__ __forceinline__ void publish_piece(int* counter) {
+  asm volatile("red.release.gpu.global.add.s32 [%0], 1;" ::"l"(counter) : "memory");
+}
+
+/// The tile's first piece (one thread): waits until `later` pieces have counted themselves in
+/// (acquire: their partials are then visible), then resets the counter for the next call.
+__device__ __forceinline__ void wait_for_pieces(int* counter, int later) {
+  for (int seen = -1;;) {
+    asm volatile("ld.acquire.gpu.global.s32 %0, [%1];" : "=r"(seen) : "l"(counter) : "memory");
+    if (seen == later) {
+      break;
+    }
+    __nanosleep(32);
+  }
+  *counter = 0;
+}
+#endif
+
 }  // namespace quantgemm
