@@ -142,7 +142,7 @@ def check_prepack_args(w_q: torch.Tensor, weight_type: str, perm: torch.Tensor |
         raise ValueError(f"weight_type must be one of {WEIGHT_TYPES + tuple(SIGNED_TYPES)}, got {weight_type!r}")
     stored = SIGNED_TYPES.get(weight_type, weight_type)
     if layout == E4M3 and stored not in E4M3_WEIGHT_TYPES:
-        takes = E4M3_WEIGHT_TYPES + tuple(t for t, st in SIGNED_TYPES.items() if st in E4M3_WEIGHT_TYPES)
+        takes = tuple(t for t in WEIGHT_TYPES + tuple(SIGNED_TYPES) if SIGNED_TYPES.get(t, t) in E4M3_WEIGHT_TYPES)
         raise ValueError(f"weight_type must be one of {takes} for the {E4M3} layout (W4A8), got {weight_type!r}")
     _checks.tensor("w_q", w_q, dtype=torch.int8 if weight_type in SIGNED_TYPES else torch.uint8, ndim=2)
     n, k = w_q.shape
@@ -258,16 +258,21 @@ _SM90_TILE = re.compile(r"_(\d+)x(\d+)x\d+_c\d+x\d+x\d+$")
 SYNC_TILE_M = 8
 
 
+def _sm90_tile(schedule: str) -> tuple[int, int]:
+    """(tile_n, tile_m) of an sm90 mixed-input schedule name."""
+    tile = _SM90_TILE.search(schedule)
+    if tile is None:
+        raise ValueError(f"{schedule!r} is not an sm90 mixed-input schedule name")
+    return int(tile.group(1)), int(tile.group(2))
+
+
 def w4a8_accumulation(schedule: str, k: int) -> int:
     """How much of K the fp8 tensor core accumulates before fp32 takes over, for a W4A8 schedule:
     128 on the tiles that promote each stage's partial sums, all of K on the wide ones (more than 64
     accumulators a thread: tile_n * tile_m > 128 * 128) that rescale their accumulators at each
     group change instead (docs/math.md). The kernel and the codegen say the same (tests/test_codegen.py)."""
-    tile = _SM90_TILE.search(schedule)
-    if tile is None:
-        raise ValueError(f"{schedule!r} is not an sm90 mixed-input schedule name")
-    rescales = int(tile.group(1)) * int(tile.group(2)) > 128 * 128
-    return k if rescales else min(k, 128)
+    tile_n, tile_m = _sm90_tile(schedule)
+    return k if tile_n * tile_m > 128 * 128 else min(k, 128)
 
 
 def exact_weight(m: int, n: int, k: int, weight_type: str = "u4b8", dtype: torch.dtype = torch.bfloat16,
@@ -280,10 +285,7 @@ def exact_weight(m: int, n: int, k: int, weight_type: str = "u4b8", dtype: torch
         return True
     if schedule is None:
         schedule = select_schedule(m, n, k, weight_type, dtype, group_size, layout)
-    tile = _SM90_TILE.search(schedule)
-    if tile is None:
-        raise ValueError(f"{schedule!r} is not an sm90 mixed-input schedule name")
-    return int(tile.group(2)) == SYNC_TILE_M
+    return _sm90_tile(schedule)[1] == SYNC_TILE_M
 
 
 @dataclass
