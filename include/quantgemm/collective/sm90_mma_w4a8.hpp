@@ -169,6 +169,85 @@ struct Sm90MmaW4A8 : Sm90W4A8Tile<ElementOut_, TileN_, TileM_> {
 
   /// Consumers (two warpgroups, thread ct in 0..255): accum = the sum over the next k_iters stages.
   CUTE_DEVICE static void mma(Params const&, SharedStorage& s, Pipeline& pipe, int k_iters, Accumulator& accum, int ct) {
+    if constexpr (kSyncMma) {
+      mma_sync(s, pipe, k_iters, accum, ct);
+    } else {
+      mma_wgmma(s, pipe, k_iters, accum, ct);
+    }
+  }
+
+  // NOTE: tiles of 8 tokens (decode) run mma.sync m16n8k16 on fp16 instead of wgmma, as the 16-bit
+  // mainloop's do: a warp's 16 rows of the fp8 wgmma A fragments hold, per k16 step, the rows and k
+  // of one m16n8k16 A fragment (the k in another order: its k 2q, 2q + 1 | 2q + 8, 2q + 9 are the
+  // step's 4q ... 4q + 3), converted to the exact fp16 q - 8 (Convert4BitE4m3::to_f16); each lane
+  // reads its token's four e4m3 at that k from the swizzled TMA tile and converts them to fp16 (exact)
+  // in the same order. Products and sums are exact fp16 x fp16 -> fp32; the group scale goes onto
+  // the stage's fp32 partial sums (one scale row a stage: groups are multiples of 128). (mma.sync
+  // on e4m3 is itself an unpack to fp16 and two HMMA on sm_90: SASS.)
+  static constexpr bool kSyncMma = TileM == 8;
+  using SyncPartials = GroupPartials<kBlocksN, 1, false, float, 2>;  // partial sums for alternate k16 steps
+
+  CUTE_DEVICE static void mma_sync(SharedStorage& s, Pipeline& pipe, int k_iters, Accumulator& accum, int ct) {
+    SyncPartials r;
+    zero(r.acc);
+    r.clear_group();
+    int const lane = ct % 32;
+    int const g = lane / 4;
+    int const row = (ct / 32) * 16 + g;  // the A fragment rows g and g + 8 of the warp's 16 in each block row
+    // token g's 128-byte row of a stage (an 8 x 128-byte swizzle atom): its 16-byte chunk c at c ^ g,
+    // the lane's four e4m3 at byte 4 (lane % 4) of the chunk
+    static_assert(TileM * TileK == 1024 && kKBlocks * BLayout::kKSteps * 2 == 8);
+    uint32_t const act = smem_address(s.act.data()) + g * 128 + (lane % 4) * 4;
+    for (int it = 0; it < k_iters; ++it) {
+      int const i = pipe.index;
+      cutlass::arch::ClusterTransactionBarrier::wait(&s.full[i], pipe.phase);
+      CUTE_UNROLL
+      for (int blk = 0; blk < kBlocksN; ++blk) {
+        // the stage's first k-block's scale row serves both
+        int const at = i * kKBlocks * TileN + blk * BLayout::kBlockN + row;
+        r.scale[blk][0] = float(s.scales.data()[at]);
+        r.scale[blk][1] = float(s.scales.data()[at + 8]);
+      }
+      CUTE_UNROLL
+      for (int kb = 0; kb < kKBlocks; ++kb) {
+        uint32_t words[kBlocksN][4];  // word j: the k16 step j of the k-block (k32 step j / 2, half j % 2)
+        CUTE_UNROLL
+        for (int blk = 0; blk < kBlocksN; ++blk) {
+          uint4 const w = *reinterpret_cast<uint4 const*>(s.b.data() + WeightStream::block_at(i, kb, blk) +
+                                                          BLayout::load_offset(ct, 0));
+          words[blk][0] = w.x;
+          words[blk][1] = w.y;
+          words[blk][2] = w.z;
+          words[blk][3] = w.w;
+        }
+        CUTE_UNROLL
+        for (int j = 0; j < 4; ++j) {
+          uint32_t x;
+          asm volatile("ld.shared.b32 %0, [%1];\n" : "=r"(x) : "r"(act + i * 1024 + (((4 * kb + j) ^ g) << 4)));
+          uint32_t const b[2] = {e4m3x2_to_f16x2(x), e4m3x2_to_f16x2(x >> 16)};
+          CUTE_UNROLL
+          for (int blk = 0; blk < kBlocksN; ++blk) {
+            uint32_t a[4];
+            Convert4BitE4m3::to_f16(words[blk][j], a);
+            mma_16816<cutlass::half_t>(r.part[j % 2][blk][0], a, b);
+          }
+        }
+      }
+      r.flush();
+      __syncwarp();
+      WeightStream::release(s, i, ct);
+      pipe.advance();
+    }
+    CUTE_UNROLL
+    for (int blk = 0; blk < kBlocksN; ++blk) {
+      CUTE_UNROLL
+      for (int v = 0; v < 4; ++v) {
+        accum(v + 4 * blk) = r.acc[blk][0][v];
+      }
+    }
+  }
+
+  CUTE_DEVICE static void mma_wgmma(SharedStorage& s, Pipeline& pipe, int k_iters, Accumulator& accum, int ct) {
     using namespace cute;
     TiledMma tiled_mma;
     Tensor sAct = make_tensor(make_smem_ptr(s.act.data()), SmemLayoutAct{});  // (TileM,TileK,PIPE)

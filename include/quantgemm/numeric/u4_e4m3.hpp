@@ -13,6 +13,9 @@
     is byte index i + 4 * (1 - bit 3), one shift and one LOP3 for the whole word. Per word: 6 PRMT,
     2 LOP3, 3 shifts. The group scale is not folded into the e4m3 value (three mantissa bits would
     round it); the mainloop applies it to fp32 partial sums (collective/sm90_mma_w4a8.hpp).
+
+    The 8-token tiles take the same codes as exact fp16 values instead (to_f16), for mma.sync on the
+    16-bit tensor core.
 */
 #pragma once
 
@@ -39,6 +42,30 @@ struct Convert4BitE4m3 {
     uint32_t const index_hi = index >> 16;
     hi = prmt(prmt(kNonNegative0, kNonNegative1, index_hi), prmt(kNegative0, kNegative1, index_hi), select >> 16);
   }
+
+  /// The same word as the exact fp16 values q - 8 of an m16n8k16 A fragment (the 8-token tiles'
+  /// mma.sync on the 16-bit tensor core): a = {nibbles 0-1, 4-5, 2-3, 6-7} (rows g, g + 8, g, g + 8
+  /// at k 4 q, 4 q + 1 | 4 q + 2, 4 q + 3 of the word's k16 step). Per pair a PRMT puts nibble 2 p
+  /// in the low half and, from the word shifted by 4, nibble 2 p + 1 in the high half, a LOP3 keeps
+  /// them under fp16's magic number (1024 + q exactly) and a packed subtract of 1032 leaves q - 8:
+  /// per word 1 shift, 4 PRMT, 4 LOP3, 4 HADD2.
+  CUTE_DEVICE static void to_f16(uint32_t word, uint32_t (&a)[4]) {
+    constexpr uint32_t kSelect[4] = {0x0400u, 0x0602u, 0x0501u, 0x0703u};
+    uint32_t const shifted = word >> 4;
+    CUTE_UNROLL
+    for (int r = 0; r < 4; ++r) {
+      uint32_t x = prmt(word, shifted, kSelect[r]);
+      asm("lop3.b32 %0, %1, %2, %3, 0xEA;\n" : "=r"(x) : "r"(x), "r"(0x000F000Fu), "r"(0x64006400u));  // (x & b) | c
+      asm("sub.f16x2 %0, %1, %2;\n" : "=r"(a[r]) : "r"(x), "r"(0x64086408u));                           // - 1032
+    }
+  }
 };
+
+/// Two e4m3 values (the low byte first) as fp16x2, exactly: every e4m3 value is an fp16 value.
+CUTE_DEVICE uint32_t e4m3x2_to_f16x2(uint32_t pair) {
+  uint32_t d;
+  asm("cvt.rn.f16x2.e4m3x2 %0, %1;\n" : "=r"(d) : "h"(static_cast<uint16_t>(pair)));
+  return d;
+}
 
 }  // namespace quantgemm
