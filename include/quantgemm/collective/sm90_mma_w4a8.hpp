@@ -288,17 +288,22 @@ struct Sm90MmaW4A8 : Sm90W4A8Tile<ElementOut_, TileN_, TileM_> {
       float now[1][2];
       convert_stage(s, i, ct, tCrA[P], now);
       float ratio[2];
+      bool same = true;  // the stage is in the previous one's group (groups above 128, one per channel)
       CUTE_UNROLL
       for (int h = 0; h < 2; ++h) {
         now[0][h] = fabsf(now[0][h]) < kScaleFloor ? kScaleFloor : now[0][h];
         ratio[h] = __fdividef(scale[h], now[0][h]);
+        same = same && now[0][h] == scale[h];
       }
-      // the previous stage's wgmmas have retired: free its shared memory, change units
+      // the previous stage's wgmmas have retired: free its shared memory, change units (unless no
+      // row of the warp changes group)
       warpgroup_wait<0>();
       warpgroup_fence_operand(accum);
       if (held) {
         release_previous(s, i, ct);
-        multiply(ratio);
+        if (!__all_sync(0xffffffffu, same)) {
+          multiply(ratio);
+        }
       }
       warpgroup_fence_operand(accum);
       warpgroup_arrive();
