@@ -2,6 +2,9 @@
 and round-trips. The expected placement below is derived independently from the PTX fragment
 layout of wgmma .m64nNk16 (16-bit A in registers)."""
 
+import re
+from pathlib import Path
+
 import pytest
 import torch
 
@@ -185,6 +188,37 @@ def test_host_prepack_for_e4m3_follows_the_8_bit_fragment_order(n, k):
     packed = quantgemm.prepack_b(codes, layout="sm90_e4m3")
     assert packed.layout == "sm90_e4m3" and packed.data.numel() == n * k // 2
     assert torch.equal(packed.data, expected_prepack_e4m3(codes))
+
+
+def prmt(a: int, b: int, selector: int) -> int:
+    """PTX prmt.b32 (default mode): byte i of the result is byte selector[i] of {b, a}."""
+    source = [(a >> (8 * i)) & 0xFF for i in range(4)] + [(b >> (8 * i)) & 0xFF for i in range(4)]
+    return sum(source[(selector >> (4 * i)) & 0x7] << (8 * i) for i in range(4))
+
+
+def test_e4m3_codes_become_the_m16n8k16_fragments_of_the_8_token_tiles():
+    """Convert4BitE4m3::to_f16 (numeric/u4_e4m3.hpp), modelled step by step with the header's PRMT
+    selectors, on the host prepack: register r of lane (g, q) at k16 step j holds rows g + 8 (r % 2)
+    at k 16 j + 4 q + 2 (r // 2) + e (e: its half), the k at which the lane reads its token's four
+    e4m3 (collective/sm90_mma_w4a8.hpp), as q - 8 in fp16."""
+    header = (Path(__file__).parent.parent / "include/quantgemm/numeric/u4_e4m3.hpp").read_text()
+    selectors = [int(x, 16) for x in re.search(r"kSelect\[4\] = \{([^}]*)\}", header).group(1)
+                 .replace("u", "").split(",")]
+    torch.manual_seed(7)
+    codes = torch.randint(0, 16, (128, 64), dtype=torch.uint8)
+    data = quantgemm.prepack_b(codes, layout="sm90_e4m3").data
+    words = data.view(torch.int32).tolist()
+    for t in range(256):
+        g, q = (t % 32) // 4, t % 4
+        row = (t // 32) * 16 + g
+        for j in range(4):
+            word = words[4 * t + j] & 0xFFFFFFFF
+            for r, selector in enumerate(selectors):
+                x = (prmt(word, word >> 4, selector) & 0x000F000F) | 0x64006400
+                for e in range(2):
+                    value = torch.tensor([(x >> (16 * e)) & 0xFFFF], dtype=torch.int16).view(torch.float16).item()
+                    k = 16 * j + 4 * q + 2 * (r // 2) + e
+                    assert value - 1032 == int(codes[row + 8 * (r % 2), k]) - 8, (t, j, r, e)
 
 
 @pytest.mark.parametrize("n,k", [(136, 72), (384, 192)])
