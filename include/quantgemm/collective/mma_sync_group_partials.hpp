@@ -61,6 +61,20 @@ struct GroupPartials {
     mma_16816<Element>(sums[j], {kOnes, kOnes, kOnes, kOnes}, b);
   }
 
+  /// The accumulators into a wgmma accumulator fragment of m64n8 tiles, which lays them out alike
+  /// (one token tile: element v of row tile t is the fragment's element v + 4 t).
+  template <class Fragment>
+  CUTE_DEVICE void copy_to(Fragment& out) const {
+    static_assert(TokenTiles == 1);
+    CUTE_UNROLL
+    for (int t = 0; t < Tiles; ++t) {
+      CUTE_UNROLL
+      for (int v = 0; v < 4; ++v) {
+        out(v + 4 * t) = acc[t][0][v];
+      }
+    }
+  }
+
   /// acc += scale * (part [+ offset * sums]), then a new group.
   CUTE_DEVICE void flush() {
     CUTE_UNROLL

@@ -402,13 +402,7 @@ struct Sm90MmaBulkTmaGmmaRsMixedInput : Sm90MixedInputTile<Weight, ElementA_, Ti
       release(s, i, ct);
       pipe.advance();
     }
-    CUTE_UNROLL
-    for (int blk = 0; blk < kBlocksN; ++blk) {
-      CUTE_UNROLL
-      for (int v = 0; v < 4; ++v) {
-        accum(v + 4 * blk) = r.acc[blk][0][v];
-      }
-    }
+    r.copy_to(accum);
   }
 
   CUTE_DEVICE static void mma_wgmma(SharedStorage& s, Pipeline& pipe, int k_iters, Accumulator& accum, int ct,

@@ -238,13 +238,7 @@ struct Sm90MmaW4A8 : Sm90W4A8Tile<ElementOut_, TileN_, TileM_> {
       WeightStream::release(s, i, ct);
       pipe.advance();
     }
-    CUTE_UNROLL
-    for (int blk = 0; blk < kBlocksN; ++blk) {
-      CUTE_UNROLL
-      for (int v = 0; v < 4; ++v) {
-        accum(v + 4 * blk) = r.acc[blk][0][v];
-      }
-    }
+    r.copy_to(accum);
   }
 
   CUTE_DEVICE static void mma_wgmma(SharedStorage& s, Pipeline& pipe, int k_iters, Accumulator& accum, int ct) {
