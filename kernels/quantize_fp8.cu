@@ -108,7 +108,8 @@ void launch(T const* x, int64_t ldx, int M, int K, uint8_t* q, int64_t ldq, floa
                  : per_thread <= 2 ? &quantize_fp8_kernel<T, 2>
                  : per_thread <= 4 ? &quantize_fp8_kernel<T, 4>
                  : per_thread <= 8 ? &quantize_fp8_kernel<T, 8>
-                                   : &quantize_fp8_kernel<T, 0>;
+                 : per_thread <= 16 ? &quantize_fp8_kernel<T, 16>
+                                    : &quantize_fp8_kernel<T, 0>;
   kernel<<<M, kThreads, 0, stream>>>(x, ldx, K, q, ldq, scales);
 }
 

@@ -112,7 +112,7 @@ def test_quantize_u8_zero_points():
 @requires_hopper
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
 @pytest.mark.parametrize("rows,k,ld", [(1, 8, 8), (5, 4096, 4096), (64, 8192, 8256), (0, 512, 512), (3, 120, 128),
-                                       (4, 16384, 16384), (3, 20000, 20008)])
+                                       (4, 16384, 16384), (3, 20000, 20008), (2, 40000, 40000)])
 def test_gpu_fp8_quantizer_matches_the_torch_expression(dtype, rows, k, ld):
     """The fused per-token kernel gives the bits of the torch expression (run here on the CPU)."""
     torch.manual_seed(rows + k)

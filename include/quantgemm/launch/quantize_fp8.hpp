@@ -5,7 +5,7 @@
 
     (round to nearest even, saturating at +-448: the same bits as quantgemm.quantize_fp8's torch
     expression). One block a row, held in registers between the max and the conversion (rows up to
-    16384 values; longer ones are read twice). The kernel lets a GEMM launched after it with
+    32768 values; longer ones are read twice). The kernel lets a GEMM launched after it with
     programmatic dependent launch (quantgemm's mixed-input kernels) start streaming its weight
     while it runs.
 */
