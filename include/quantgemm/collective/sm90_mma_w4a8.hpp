@@ -124,6 +124,17 @@ struct Sm90MmaW4A8 : Sm90W4A8Tile<ElementOut_, TileN_, TileM_> {
     WeightStream::release(s, i >= 1 ? i - 1 : i + Stages - 1, ct);
   }
 
+  /// The group scales of stage i for a thread's rows `row` and row + 8 of each block row (a stage
+  /// lies inside one group: its first k-block's scale row serves both).
+  CUTE_DEVICE static void stage_scales(SharedStorage const& s, int i, int row, float (&now)[kBlocksN][2]) {
+    CUTE_UNROLL
+    for (int blk = 0; blk < kBlocksN; ++blk) {
+      int const at = i * kKBlocks * TileN + blk * BLayout::kBlockN + row;
+      now[blk][0] = float(s.scales.data()[at]);
+      now[blk][1] = float(s.scales.data()[at + 8]);
+    }
+  }
+
   /// A consumer thread's share of a stage: its codes loaded from shared memory and converted into
   /// the stage's A fragments (the previous stage's wgmmas read the other buffer meanwhile), and its
   /// rows' group scales (rows g and g + 8 of each block row; a stage lies inside one group).
@@ -139,14 +150,7 @@ struct Sm90MmaW4A8 : Sm90W4A8Tile<ElementOut_, TileN_, TileM_> {
             s.b.data() + WeightStream::block_at(i, kb, blk) + BLayout::load_offset(ct, 0));
       }
     }
-    int const row = (ct / 32) * 16 + (ct % 32) / 4;
-    CUTE_UNROLL
-    for (int blk = 0; blk < kBlocksN; ++blk) {
-      // the stage's first k-block's scale row serves both
-      int const at = i * kKBlocks * TileN + blk * BLayout::kBlockN + row;
-      now[blk][0] = float(s.scales.data()[at]);
-      now[blk][1] = float(s.scales.data()[at + 8]);
-    }
+    stage_scales(s, i, (ct / 32) * 16 + (ct % 32) / 4, now);
     CUTE_UNROLL
     for (int kb = 0; kb < kKBlocks; ++kb) {
       CUTE_UNROLL
@@ -201,13 +205,7 @@ struct Sm90MmaW4A8 : Sm90W4A8Tile<ElementOut_, TileN_, TileM_> {
     for (int it = 0; it < k_iters; ++it) {
       int const i = pipe.index;
       cutlass::arch::ClusterTransactionBarrier::wait(&s.full[i], pipe.phase);
-      CUTE_UNROLL
-      for (int blk = 0; blk < kBlocksN; ++blk) {
-        // the stage's first k-block's scale row serves both
-        int const at = i * kKBlocks * TileN + blk * BLayout::kBlockN + row;
-        r.scale[blk][0] = float(s.scales.data()[at]);
-        r.scale[blk][1] = float(s.scales.data()[at + 8]);
-      }
+      stage_scales(s, i, row, r.scale);
       CUTE_UNROLL
       for (int kb = 0; kb < kKBlocks; ++kb) {
         uint32_t words[kBlocksN][4];  // word j: the k16 step j of the k-block (k32 step j / 2, half j % 2)
