@@ -119,6 +119,31 @@ struct Sm90MmaW4A8 : Sm90W4A8Tile<ElementOut_, TileN_, TileM_> {
   /// nothing either way; the floor keeps the ratios finite)
   static constexpr float kScaleFloor = 0x1p-60f;
 
+  /// Wide tiles (128 tokens and more): the two consumer warpgroups issue their stages' wgmmas in
+  /// turns, warpgroup 0 first (named barrier kTurnBarrier + w: warpgroup w may issue). Issued at
+  /// once, the two batches can interleave on the tensor core and end together; both warpgroups then
+  /// wait for them and work on their sums (the rescaling, the promotion) while it idles. In turns,
+  /// each warpgroup's batch runs after the other's, so that its wait and its work on the sums fall
+  /// within the other's batch (and so does the conversion of its next stage, which the compiler
+  /// places right before the wgmmas).
+  static constexpr bool kTurns = TileM >= 128;
+  static constexpr uint32_t kTurnBarrier = 4;  // and 5 (the kernel's named barriers are 1 to 3)
+  struct Turns {
+    int warp_group;
+    /// before issuing stage `it` of the segment
+    CUTE_DEVICE void take(int it) const {
+      if (kTurns && (warp_group == 1 || it > 0)) {
+        cutlass::arch::NamedBarrier::sync(kConsumerThreads, kTurnBarrier + warp_group);
+      }
+    }
+    /// after issuing stage `it` of k_iters
+    CUTE_DEVICE void pass(int it, int k_iters) const {
+      if (kTurns && (warp_group == 0 || it + 1 < k_iters)) {
+        cutlass::arch::NamedBarrier::arrive(kConsumerThreads, kTurnBarrier + 1 - warp_group);
+      }
+    }
+  };
+
   /// frees the stage before stage i (its wgmmas have retired)
   CUTE_DEVICE static void release_previous(SharedStorage& s, int i, int ct) {
     WeightStream::release(s, i >= 1 ? i - 1 : i + Stages - 1, ct);
@@ -264,6 +289,8 @@ struct Sm90MmaW4A8 : Sm90W4A8Tile<ElementOut_, TileN_, TileM_> {
     using namespace cute;
     float scale[2] = {1.f, 1.f};  // the group scales accum is in units of, rows g and g + 8
     bool held = false;  // the previous stage's shared memory is still held
+    Turns const turns{ct / 128};
+    int it = 0;
 
     // accum *= factor[row half]
     auto multiply = [&](float const (&factor)[2]) {
@@ -298,6 +325,7 @@ struct Sm90MmaW4A8 : Sm90W4A8Tile<ElementOut_, TileN_, TileM_> {
         }
       }
       warpgroup_fence_operand(accum);
+      turns.take(it);
       warpgroup_arrive();
       tiled_mma.accumulate_ = GMMA::ScaleOut::One;
       CUTE_UNROLL
@@ -305,6 +333,7 @@ struct Sm90MmaW4A8 : Sm90W4A8Tile<ElementOut_, TileN_, TileM_> {
         gemm(tiled_mma, tCrA[P](_, _, j), tCrB(_, _, j, i), accum);
       }
       warpgroup_commit_batch();
+      turns.pass(it++, k_iters);
       warpgroup_fence_operand(accum);
       scale[0] = now[0][0];
       scale[1] = now[0][1];
@@ -329,6 +358,8 @@ struct Sm90MmaW4A8 : Sm90W4A8Tile<ElementOut_, TileN_, TileM_> {
     Accumulator partial[kSets];
     float scale[kBlocksN][2];  // the group scales of the stage in the partial sums, rows g and g + 8
     bool held = false;  // the previous stage's shared memory is still held (and its sums not added)
+    Turns const turns{ct / 128};
+    int it = 0;
 
     // accum += scale * (the partial sums), in a fixed order
     auto add = [&]() {
@@ -367,6 +398,7 @@ struct Sm90MmaW4A8 : Sm90W4A8Tile<ElementOut_, TileN_, TileM_> {
       for (int a = 0; a < kSets; ++a) {
         warpgroup_fence_operand(partial[a]);
       }
+      turns.take(it);
       warpgroup_arrive();
       CUTE_UNROLL
       for (int j = 0; j < kKSteps; ++j) {
@@ -374,6 +406,7 @@ struct Sm90MmaW4A8 : Sm90W4A8Tile<ElementOut_, TileN_, TileM_> {
         gemm(tiled_mma, tCrA[P](_, _, j), tCrB(_, _, j, i), partial[j % kSets]);
       }
       warpgroup_commit_batch();
+      turns.pass(it++, k_iters);
       CUTE_UNROLL
       for (int a = 0; a < kSets; ++a) {
         warpgroup_fence_operand(partial[a]);

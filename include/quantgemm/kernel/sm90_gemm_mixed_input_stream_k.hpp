@@ -111,6 +111,7 @@ struct Sm90GemmMixedInputStreamK {
   static_assert(!kReconfigureRegisters ||
                 128 * kProducerRegisters + Mainloop::kConsumerThreads * kConsumerRegisters <= kThreads * kLaunchRegisters,
                 "register split exceeds the CTA's allocation");
+  // (named barriers 4 and 5: the W4A8 mainloop's issue turns)
   static constexpr uint32_t kEpilogueBarrier = 1;  // named barrier of the consumer threads
   // named barriers of the consumers and the stream-K signalling warp (warp 1)
   static constexpr uint32_t kPublishBarrier = 2;   // a later piece's partial is stored
