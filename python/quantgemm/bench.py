@@ -526,7 +526,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--schedules", default=None,
                         help="comma-separated schedules to time instead of the heuristic's pick")
     parser.add_argument("--profile", metavar="N,K,M", default=None,
-                        help="only run that problem 4 times, untimed, for a profiler (ncu --launch-skip 3)")
+                        help="only run that problem 4 times, untimed, for a profiler (ncu --launch-skip 3); "
+                             "--kind w4a16 or w4a8")
     parser.add_argument("--timeline", metavar="N,K,M", default=None,
                         help="only print where the time of that problem's calls goes, CTA by CTA, in a CUDA graph "
                              "(a build with -DQUANTGEMM_TIMELINE; the first of --schedules, else the heuristic's; "
@@ -555,13 +556,17 @@ def main(argv: list[str] | None = None) -> int:
                        csv_path=args.csv))
         return 0
     if args.profile:
+        if args.kind not in ("w4a16", "w4a8"):
+            parser.error("--profile runs --kind w4a16 or w4a8")
         n, k, m = (int(x) for x in args.profile.split(","))
         w_q, scales = quantize_u4b8(torch.randn(n, k, device="cuda", dtype=torch.bfloat16) / math.sqrt(k),
                                     args.group_size)
-        b = mixed_input.prepack_b(w_q, layout=args.layout)
+        w4a8 = args.kind == "w4a8"
+        b = mixed_input.prepack_b(w_q, layout=mixed_input.E4M3 if w4a8 else args.layout)
         a = torch.randn(m, k, device="cuda", dtype=torch.bfloat16)
+        a, ts = quantize_fp8(a) if w4a8 else (a, None)
         for _ in range(4):
-            mixed_input.mm(a, b, scales, args.group_size)
+            mixed_input.mm(a, b, scales, args.group_size, token_scales=None if ts is None else ts.reshape(-1))
         torch.cuda.synchronize()
         return 0
     try:
