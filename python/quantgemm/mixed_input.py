@@ -254,7 +254,7 @@ def select_schedule(m: int, n: int, k: int, weight_type: str = "u4b8", dtype: to
 
 #: the tile of an sm90 schedule name (<family>_<tile_n>x<tile_m>x<tile_k>_c<cluster>)
 _SM90_TILE = re.compile(r"_(\d+)x(\d+)x\d+_c\d+x\d+x\d+$")
-#: the sm90 token tile whose kernels run mma.sync and scale fp32 partial sums
+#: the sm90 token tile whose kernels run mma.sync and scale fp32 partial sums (the kernels' sm90_sync_mma)
 SYNC_TILE_M = 8
 
 

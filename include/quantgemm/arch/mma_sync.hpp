@@ -14,6 +14,23 @@ namespace quantgemm {
 
 CUTE_DEVICE uint32_t smem_address(void const* p) { return static_cast<uint32_t>(__cvta_generic_to_shared(p)); }
 
+/// Shared-memory loads at a shared-window address (smem_address).
+CUTE_DEVICE uint4 lds128(uint32_t address) {
+  uint4 v;
+  asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];\n" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "r"(address));
+  return v;
+}
+CUTE_DEVICE uint32_t lds32(uint32_t address) {
+  uint32_t v;
+  asm volatile("ld.shared.b32 %0, [%1];\n" : "=r"(v) : "r"(address));
+  return v;
+}
+CUTE_DEVICE uint16_t lds16(uint32_t address) {
+  uint16_t v;
+  asm volatile("ld.shared.u16 %0, [%1];\n" : "=h"(v) : "r"(address));
+  return v;
+}
+
 /// Two 8x8 b16 matrices: lanes 0-7 address the first's rows, lanes 8-15 the second's.
 CUTE_DEVICE void ldmatrix_x2(uint32_t (&r)[2], uint32_t address) {
   asm volatile("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%0, %1}, [%2];\n" : "=r"(r[0]), "=r"(r[1]) : "r"(address));

@@ -297,7 +297,7 @@ struct Sm90MmaBulkTmaGmmaRsMixedInput : Sm90MixedInputTile<Weight, ElementA_, Ti
   // (collective/mma_sync_group_partials.hpp): the codes need no packed multiply, and 4-bit codes
   // under bf16 stay 128 + q with the activation's column sums taking the zero point off (one LOP3
   // a pair of codes in all). The weight is s (q - z) unrounded, as in the sm80 kernels.
-  static constexpr bool kSyncMma = TileM == 8;
+  static constexpr bool kSyncMma = sm90_sync_mma(TileM);
   static constexpr int kSyncSets = 2;  // partial sums per block row, for alternate k16 steps
   static constexpr bool kColumnSums = Weight::kBits == 4 && cute::is_same_v<ElementA, cutlass::bfloat16_t>;
   using SyncOffset = cute::conditional_t<kColumnSums, float, typename Convert::Offset>;

@@ -213,7 +213,7 @@ struct Sm90MmaW4A8 : Sm90W4A8Tile<ElementOut_, TileN_, TileM_> {
   // in the same order. Products and sums are exact fp16 x fp16 -> fp32; the group scale goes onto
   // the stage's fp32 partial sums (one scale row a stage: groups are multiples of 128). (mma.sync
   // on e4m3 is itself an unpack to fp16 and two HMMA on sm_90: SASS.)
-  static constexpr bool kSyncMma = TileM == 8;
+  static constexpr bool kSyncMma = sm90_sync_mma(TileM);
   using SyncPartials = GroupPartials<kBlocksN, 1, false, float, 2>;  // partial sums for alternate k16 steps
 
   CUTE_DEVICE static void mma_sync(SharedStorage& s, Pipeline& pipe, int k_iters, Accumulator& accum, int ct) {
@@ -245,8 +245,7 @@ struct Sm90MmaW4A8 : Sm90W4A8Tile<ElementOut_, TileN_, TileM_> {
         }
         CUTE_UNROLL
         for (int j = 0; j < 4; ++j) {
-          uint32_t x;
-          asm volatile("ld.shared.b32 %0, [%1];\n" : "=r"(x) : "r"(act + i * 1024 + (((4 * kb + j) ^ g) << 4)));
+          uint32_t const x = lds32(act + i * 1024 + (((4 * kb + j) ^ g) << 4));
           uint32_t const b[2] = {e4m3x2_to_f16x2(x), e4m3x2_to_f16x2(x >> 16)};
           CUTE_UNROLL
           for (int blk = 0; blk < kBlocksN; ++blk) {

@@ -56,18 +56,6 @@ CUTE_DEVICE void cp_async_wait() {
   asm volatile("cp.async.wait_group %0;\n" ::"n"(Pending));
 }
 
-CUTE_DEVICE uint4 lds128(uint32_t address) {
-  uint4 v;
-  asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];\n" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "r"(address));
-  return v;
-}
-
-CUTE_DEVICE uint16_t lds16(uint32_t address) {
-  uint16_t v;
-  asm volatile("ld.shared.u16 %0, [%1];\n" : "=h"(v) : "r"(address));
-  return v;
-}
-
 /// The codes of one lane's k16 step (layout/prepacked_b_sm80.hpp) -> the A fragments of its four
 /// m16 tiles: exact integers factor(t) * (q - z) in Element, or (kColumnSums) B + q.
 template <class Weight, class Element>

@@ -97,6 +97,10 @@ struct Sm90MixedInputTile : Sm90PrepackedBlock<Weight::kBits> {
   };
 };
 
+/// Whether a tile of tile_m tokens runs mma.sync m16n8k16 in place of wgmma (both mainloops: the
+/// decode tiles, whose group scales go onto fp32 partial sums; mixed_input.exact_weight says the same).
+constexpr bool sm90_sync_mma(int tile_m) { return tile_m == 8; }
+
 /// Whether the W4A8 tile tile_n x tile_m rescales its accumulators at each group instead of promoting
 /// fp32 partial sums every stage: more than 64 accumulators a consumer thread leave no room for the
 /// partial sums (collective/sm90_mma_w4a8.hpp). The codegen's Schedule.w4a8_rescales says the same,
