@@ -527,7 +527,7 @@ def main(argv: list[str] | None = None) -> int:
                         help="comma-separated schedules to time instead of the heuristic's pick")
     parser.add_argument("--profile", metavar="N,K,M", default=None,
                         help="only run that problem 4 times, untimed, for a profiler (ncu --launch-skip 3); "
-                             "--kind w4a16 or w4a8")
+                             "--kind w4a16 or w4a8, the first of --schedules or the heuristic's pick")
     parser.add_argument("--timeline", metavar="N,K,M", default=None,
                         help="only print where the time of that problem's calls goes, CTA by CTA, in a CUDA graph "
                              "(a build with -DQUANTGEMM_TIMELINE; the first of --schedules, else the heuristic's; "
@@ -565,8 +565,10 @@ def main(argv: list[str] | None = None) -> int:
         b = mixed_input.prepack_b(w_q, layout=mixed_input.E4M3 if w4a8 else args.layout)
         a = torch.randn(m, k, device="cuda", dtype=torch.bfloat16)
         a, ts = quantize_fp8(a) if w4a8 else (a, None)
+        sched = args.schedules.split(",")[0] if args.schedules else None
         for _ in range(4):
-            mixed_input.mm(a, b, scales, args.group_size, token_scales=None if ts is None else ts.reshape(-1))
+            mixed_input.mm(a, b, scales, args.group_size, schedule=sched,
+                           token_scales=None if ts is None else ts.reshape(-1))
         torch.cuda.synchronize()
         return 0
     try:
