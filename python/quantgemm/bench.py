@@ -497,6 +497,74 @@ PEERS = {"w4a16": "torch bf16", "w4a8": "torch bf16", "fp8": "torch._scaled_mm",
          "fp8block": "torch._scaled_mm"}
 
 
+def sustained(fn, seconds: float = 3.0) -> str:
+    """Runs `fn` back to back for about `seconds` while nvidia-smi samples the SM clock, the board power
+    and the throttle reasons every 50 ms: the time a call and the middle half of the samples' medians."""
+    import subprocess
+    import threading
+    import time
+
+    query = ["nvidia-smi", "--query-gpu=clocks.sm,power.draw,clocks_event_reasons.active",
+             "--format=csv,noheader,nounits", "-i", str(torch.cuda.current_device())]
+    for _ in range(3):
+        fn()
+    torch.cuda.synchronize()
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    fn()
+    end.record()
+    end.synchronize()
+    calls = max(20, int(seconds * 1e3 / max(start.elapsed_time(end), 1e-3)))
+    samples, stop = [], threading.Event()
+
+    def sample():
+        while not stop.is_set():
+            out = subprocess.run(query, capture_output=True, text=True).stdout.strip().split(",")
+            if len(out) == 3:
+                samples.append((float(out[0]), float(out[1]), out[2].strip()))
+            time.sleep(0.05)
+
+    thread = threading.Thread(target=sample)
+    thread.start()
+    time.sleep(0.2)
+    start.record()
+    for _ in range(calls):
+        fn()
+    end.record()
+    end.synchronize()
+    stop.set()
+    thread.join()
+    mid = samples[len(samples) // 4: 3 * len(samples) // 4] or samples
+    if not mid:
+        return f"{start.elapsed_time(end) / calls * 1e3:.1f} us a call (nvidia-smi gave no samples)"
+    return (f"{start.elapsed_time(end) / calls * 1e3:.1f} us a call, SM clock {statistics.median(c for c, _, _ in mid):.0f} "
+            f"MHz, {statistics.median(w for _, w, _ in mid):.0f} W, throttle reasons "
+            f"{','.join(sorted({r for _, _, r in mid}))} ({len(mid)} samples)")
+
+
+def power(kind: str, n: int, k: int, m: int, schedules) -> None:
+    """--power: the W8A8 GEMM (each of `schedules`, or the heuristic's pick) and its peer run sustained
+    (`sustained`), for where the power limit sets the clock."""
+    dtype = torch.int8 if kind == "int8" else torch.float8_e4m3fn
+    fast = kind == "fp8fast"
+    torch.manual_seed(0)
+    b, sb = scaled.quantize_activation(torch.randn(n, k, device="cuda", dtype=torch.bfloat16) / math.sqrt(k), dtype)
+    a, sa = scaled.quantize_activation(torch.randn(m, k, device="cuda", dtype=torch.bfloat16), dtype)
+    out = torch.empty(m, n, device="cuda", dtype=torch.bfloat16)
+    tflop = 2 * m * n * k / 1e12
+    if kind == "int8":
+        runs = {"torch._int_mm": lambda: torch._int_mm(a, b.t())}
+    else:
+        runs = {"torch._scaled_mm": lambda: torch._scaled_mm(a, b.t(), scale_a=sa, scale_b=sb.reshape(1, -1),
+                                                             out_dtype=torch.bfloat16, use_fast_accum=fast)}
+    for sched in schedules:
+        name = sched or scaled.select_schedule(m, n, k, dtype, use_fast_accum=fast)
+        runs[name] = lambda sched=sched: scaled.scaled_mm(a, b, sa, sb, out=out, use_fast_accum=fast, schedule=sched)
+    print(f"{kind} {n} x {k}, M = {m} ({tflop:.3g} TFLOP a call)")
+    for name, fn in runs.items():
+        print(f"  {name}: {sustained(fn)}", flush=True)
+
+
 def markdown_table(rows: list[Row], peer: str = PEERS["w4a16"]) -> str:
     lines = [f"| model | layer | N | K | M | quantgemm us | {peer} us | speedup | floor us | x floor | schedule |",
              "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
@@ -532,6 +600,10 @@ def main(argv: list[str] | None = None) -> int:
                         help="only print where the time of that problem's calls goes, CTA by CTA, in a CUDA graph "
                              "(a build with -DQUANTGEMM_TIMELINE; the first of --schedules, else the heuristic's; "
                              "--csv: every CTA's record of every call)")
+    parser.add_argument("--power", metavar="N,K,M", default=None,
+                        help="only run that W8A8 problem (--kind fp8, fp8fast or int8) and its peer back to back "
+                             "for about 3 s each, printing the SM clock, board power and throttle reasons that "
+                             "nvidia-smi samples meanwhile (--schedules: those, else the heuristic's pick)")
     parser.add_argument("--overhead", action="store_true", help="only measure the host overhead per call")
     parser.add_argument("--kind", default="w4a16", choices=["w4a16", "w4a8", "fp8", "fp8fast", "int8", "fp8block"],
                         help="w4a16 (u4b8 weights, against torch bf16 matmul), w4a8 (u4b8 x e4m3 "
@@ -554,6 +626,12 @@ def main(argv: list[str] | None = None) -> int:
         n, k, m = (int(x) for x in args.timeline.split(","))
         print(timeline(n, k, m, args.group_size, args.schedules.split(",")[0] if args.schedules else None,
                        csv_path=args.csv))
+        return 0
+    if args.power:
+        if args.kind not in ("fp8", "fp8fast", "int8"):
+            parser.error("--power runs --kind fp8, fp8fast or int8")
+        n, k, m = (int(x) for x in args.power.split(","))
+        power(args.kind, n, k, m, args.schedules.split(",") if args.schedules else (None,))
         return 0
     if args.profile:
         if args.kind not in ("w4a16", "w4a8"):
