@@ -1,4 +1,5 @@
-"""quantgemm.bench: the timeline's rows and summary from per-CTA records (recording them needs a GPU)."""
+"""quantgemm.bench: the timeline's rows and summary from per-CTA records, and the power summary from
+nvidia-smi samples (recording either needs a GPU)."""
 
 from quantgemm import bench
 
@@ -32,3 +33,12 @@ def test_rank_correlation():
     assert bench.rank_correlation([1, 2, 3, 4], [10, 20, 30, 40]) == 1.0
     assert bench.rank_correlation([1, 2, 3, 4], [4, 3, 2, 1]) == -1.0
     assert bench.rank_correlation([1, 2, 3], [5, 5, 5]) == 0.0
+
+
+def test_power_summary_takes_the_middle_half():
+    # the first and last quarter (idle clocks, the run starting and ending) are left out
+    samples = [(1980.0, 100.0, "0x0")] * 2 + [(1400.0, 690.0, "0x4"), (1300.0, 700.0, "0x4"),
+                                              (1350.0, 694.0, "0x4"), (1500.0, 698.0, "0x4")] + [(345.0, 80.0, "0x1")] * 2
+    assert bench.power_summary(1515.66, samples) == (
+        "1515.7 us a call, SM clock 1375 MHz, 696 W, throttle reasons 0x4 (4 samples)")
+    assert bench.power_summary(10.0, []) == "10.0 us a call (nvidia-smi gave no samples)"

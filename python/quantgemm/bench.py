@@ -534,11 +534,17 @@ def sustained(fn, seconds: float = 3.0) -> str:
     end.synchronize()
     stop.set()
     thread.join()
+    return power_summary(start.elapsed_time(end) / calls * 1e3, samples)
+
+
+def power_summary(us: float, samples: list[tuple[float, float, str]]) -> str:
+    """A sustained run's time a call and the medians of the middle half of its (SM clock MHz, board W,
+    throttle reasons) samples (the first and last quarter straddle the run's start and end)."""
     mid = samples[len(samples) // 4: 3 * len(samples) // 4] or samples
     if not mid:
-        return f"{start.elapsed_time(end) / calls * 1e3:.1f} us a call (nvidia-smi gave no samples)"
-    return (f"{start.elapsed_time(end) / calls * 1e3:.1f} us a call, SM clock {statistics.median(c for c, _, _ in mid):.0f} "
-            f"MHz, {statistics.median(w for _, w, _ in mid):.0f} W, throttle reasons "
+        return f"{us:.1f} us a call (nvidia-smi gave no samples)"
+    return (f"{us:.1f} us a call, SM clock {statistics.median(c for c, _, _ in mid):.0f} MHz, "
+            f"{statistics.median(w for _, w, _ in mid):.0f} W, throttle reasons "
             f"{','.join(sorted({r for _, _, r in mid}))} ({len(mid)} samples)")
 
 
