@@ -44,6 +44,6 @@ def test_summary_of_the_loop(tmp_path):
     assert text[5].split() == ["HGMMA", "200", "25.0%", "18", "60.0%"]
 
 
-def test_a_kernel_without_mma_is_one_loop(tmp_path):
+def test_a_kernel_without_mma_is_one_loop():
     rows = [{"Source": "FFMA R1, R2, R3, R4", stalls.SAMPLES: "1", stalls.EXECUTED: "5"}]
     assert stalls.loop_range(rows) == (0, 0)

@@ -53,7 +53,8 @@ def _number(text: str) -> float:
 
 
 def stall_shares(rows: list[dict[str, str]]) -> tuple[float, list[tuple[str, float]]]:
-    """(samples, [(reason, share of the samples)] largest first), the issued and not-issued samples together."""
+    """(samples, [(reason, share of the samples)] largest first), from the stall_* columns, which count
+    every sample (their "(Not Issued)" twins count the subset taken while the warp issued nothing)."""
     reasons = Counter()
     for r in rows:
         for key, value in r.items():
@@ -65,6 +66,7 @@ def stall_shares(rows: list[dict[str, str]]) -> tuple[float, list[tuple[str, flo
 
 
 def summary(rows: list[dict[str, str]], top: int = 12) -> str:
+    """The kernel's and its MMA loop's stall shares, and the loop's `top` opcodes by instructions executed."""
     first, last = loop_range(rows)
     loop = rows[first:last + 1]
     total, shares = stall_shares(rows)
