@@ -1,5 +1,7 @@
-"""quantgemm.bench: the timeline's rows and summary from per-CTA records, and the power summary from
-nvidia-smi samples (recording either needs a GPU)."""
+"""quantgemm.bench: the timeline's rows and summary from per-CTA records, the power summary from
+nvidia-smi samples (recording either needs a GPU), and the W8A8 peer's padding."""
+
+import torch
 
 from quantgemm import bench
 
@@ -42,3 +44,12 @@ def test_power_summary_takes_the_middle_half():
     assert bench.power_summary(1515.66, samples) == (
         "1515.7 us a call, SM clock 1375 MHz, 696 W, throttle reasons 0x4 (4 samples)")
     assert bench.power_summary(10.0, []) == "10.0 us a call (nvidia-smi gave no samples)"
+
+
+def test_int8_peer_pads_short_activations():
+    # torch._int_mm takes M > 16 only: the peer of a 3-token problem runs on 17 rows, the first 3 its own
+    a = torch.randint(-8, 8, (3, 32), dtype=torch.int8)
+    b = torch.randint(-8, 8, (24, 32), dtype=torch.int8)
+    out = bench.scaled_peer("int8", a, None, b, None)()
+    assert out.shape == (17, 24) and out.dtype == torch.int32
+    assert torch.equal(out[:3], (a.int() @ b.int().t())) and not out[3:].any()

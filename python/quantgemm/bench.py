@@ -120,6 +120,16 @@ def scaled_copies(w: torch.Tensor, dtype: torch.dtype, l2_bytes: int):
     return nbytes, [(b.clone(), sb.reshape(-1).clone()) for _ in range(copies_for(nbytes, l2_bytes))]
 
 
+def scaled_peer(kind: str, a: torch.Tensor, sa: torch.Tensor, b: torch.Tensor, sb: torch.Tensor):
+    """The peer call of a W8A8 problem (`kind`: fp8, fp8fast or int8): torch._scaled_mm with rowwise
+    scales, or torch._int_mm (int32 out; its M must exceed 16, so shorter activations are padded once here)."""
+    if kind == "int8":
+        a_peer = a if a.shape[0] > 16 else torch.cat([a, a.new_zeros(17 - a.shape[0], a.shape[1])])
+        return lambda: torch._int_mm(a_peer, b.t())
+    return lambda: torch._scaled_mm(a, b.t(), scale_a=sa, scale_b=sb.reshape(1, -1), out_dtype=torch.bfloat16,
+                                    use_fast_accum=kind == "fp8fast")
+
+
 def bench_scaled_shape(model, layer, n, k, ms, kind, bandwidth, l2_bytes, check=True, schedules=(None,)) -> list[Row]:
     """W8A8 (`kind`: fp8, fp8fast or int8) against torch._scaled_mm / torch._int_mm."""
     dtype = torch.int8 if kind == "int8" else torch.float8_e4m3fn
@@ -132,14 +142,7 @@ def bench_scaled_shape(model, layer, n, k, ms, kind, bandwidth, l2_bytes, check=
     for m in ms:
         a, sa = scaled.quantize_activation(torch.randn(m, k, device="cuda", dtype=torch.bfloat16), dtype)
         out = torch.empty(m, n, device="cuda", dtype=torch.bfloat16)
-        if kind == "int8":
-            a_peer = a if m > 16 else torch.cat([a, a.new_zeros(17 - m, k)])
-            peer = [lambda b=b: torch._int_mm(a_peer, b.t()) for b, _ in copies]
-        else:
-            peer = [lambda b=b, sb=sb: torch._scaled_mm(a, b.t(), scale_a=sa, scale_b=sb.reshape(1, -1),
-                                                        out_dtype=torch.bfloat16, use_fast_accum=fast)
-                    for b, sb in copies]
-        tt = graph_time_us(peer)
+        tt = graph_time_us([scaled_peer(kind, a, sa, b, sb) for b, sb in copies])
         for sched in schedules:
             if check:
                 b, sb = copies[0]
@@ -558,11 +561,7 @@ def power(kind: str, n: int, k: int, m: int, schedules) -> None:
     a, sa = scaled.quantize_activation(torch.randn(m, k, device="cuda", dtype=torch.bfloat16), dtype)
     out = torch.empty(m, n, device="cuda", dtype=torch.bfloat16)
     tflop = 2 * m * n * k / 1e12
-    if kind == "int8":
-        runs = {"torch._int_mm": lambda: torch._int_mm(a, b.t())}
-    else:
-        runs = {"torch._scaled_mm": lambda: torch._scaled_mm(a, b.t(), scale_a=sa, scale_b=sb.reshape(1, -1),
-                                                             out_dtype=torch.bfloat16, use_fast_accum=fast)}
+    runs = {PEERS[kind]: scaled_peer(kind, a, sa, b, sb)}
     for sched in schedules:
         name = sched or scaled.select_schedule(m, n, k, dtype, use_fast_accum=fast)
         runs[name] = lambda sched=sched: scaled.scaled_mm(a, b, sa, sb, out=out, use_fast_accum=fast, schedule=sched)
