@@ -19,7 +19,7 @@ if not minilm.available():
 
 # the floors: measured (docs/pytorch.md), less a margin for other platforms' rounding
 FLOORS = {"unquantized": 0.999, "w4a16": 0.93, "w4a16-zp": 0.945, "fp8": 0.995, "int8": 0.994, "fp8-block": 0.995,
-          "w8a16": 0.999}
+          "w8a16": 0.999, "w4a8": 0.93}
 
 
 def test_quantize_model_replaces_the_encoder_linears():
@@ -36,11 +36,14 @@ def test_quantize_model_replaces_the_encoder_linears():
     assert quantgemm.quantize_model(fp8, "fp8") == 36
     block = minilm.MiniLM().to(torch.bfloat16)
     assert quantgemm.quantize_model(block, "fp8-block") == 36
+    w4a8 = minilm.MiniLM().to(torch.bfloat16)
+    assert quantgemm.quantize_model(w4a8, "w4a8") == 36
+    assert {m.layout for m in w4a8.modules() if isinstance(m, QuantLinear)} == {"sm90_e4m3"}
 
 
 @pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=requires_hopper)])
 def test_sentence_embeddings_stay_close(device):
-    schemes = ["w4a16", "w4a16-zp", "fp8", "int8", "fp8-block", "w8a16"]
+    schemes = ["w4a16", "w4a16-zp", "fp8", "int8", "fp8-block", "w8a16", "w4a8"]
     results = minilm.compare(schemes, device)
     for scheme, (mean, worst, _) in results.items():
         assert mean >= FLOORS[scheme], (scheme, mean)

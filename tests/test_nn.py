@@ -146,6 +146,48 @@ def test_gpu_forward_is_quantgemm_mm():
     assert_gemm_close(q(x), want, 256, x.abs().max().item(), w.abs().max().item())
 
 
+def test_w4a8_layer_quantizes_its_activation_per_token_on_cpu():
+    lin = linear(n=256, k=384)
+    q = QuantLinear.from_linear(lin, group_size=128, layout="sm90_e4m3")
+    assert q.layout == "sm90_e4m3" and q.weight_type == "u4b8"
+    x = torch.randn(2, 3, 384, dtype=torch.bfloat16)
+    y = q(x)
+    assert y.shape == (2, 3, 256) and y.dtype == torch.bfloat16
+    a, sa = quantgemm.quantize_fp8(x.reshape(-1, 384))
+    want = reference.mm_quantized(a.float(), q.weight_codes(), q.scales, 128, token_scales=sa.reshape(-1),
+                                  exact_weight=True).to(torch.bfloat16) + q.bias
+    assert torch.equal(y.reshape(-1, 256), want)
+    err = (y.float() - lin(x).float()).norm() / lin(x).float().norm()
+    assert 0 < err < 0.15
+    r = QuantLinear(384, 256, group_size=128, bias=True, layout="sm90_e4m3")
+    r.load_state_dict(q.state_dict())
+    assert torch.equal(r(x), y)
+
+
+def test_w4a8_layers_take_u4b8_weights_and_quantize_model_skips_what_they_cannot_serve():
+    with pytest.raises(ValueError, match="weight_type must be one of .'u4b8',. for the sm90_e4m3 layout"):
+        QuantLinear(384, 256, weight_type="u4", layout="sm90_e4m3")
+    model = torch.nn.Sequential(torch.nn.Linear(384, 256), torch.nn.Linear(256, 200),  # K = 256: groups of 128
+                                torch.nn.Linear(200, 384),                            # K = 200: no group of 128
+                                torch.nn.Linear(384, 136))
+    assert quantgemm.quantize_model(model, "w4a8") == 3
+    assert [type(m).__name__ for m in model] == ["QuantLinear", "QuantLinear", "Linear", "QuantLinear"]
+    assert quantgemm.models.unsupported_reason(256, 200, -1, "sm90_e4m3").startswith("K=200 is not supported for W4A8")
+
+
+@requires_hopper
+def test_w4a8_gpu_forward_is_quantize_fp8_and_mm():
+    lin = linear(n=512, k=256, bias=False).cuda()
+    q = QuantLinear.from_linear(lin, group_size=128, layout="sm90_e4m3")
+    x = torch.randn(7, 256, dtype=torch.bfloat16, device="cuda")
+    a, sa = quantgemm.quantize_fp8(x)
+    w = reference.dequantize_u4b8(q.weight_codes(), q.scales.cpu(), 128)
+    want = reference.mm_quantized(a.float(), q.weight_codes().cuda(), q.scales, 128, token_scales=sa.reshape(-1),
+                                  exact_weight=True)
+    a_max = a.float().abs().max().item() * sa.max().item()
+    assert_gemm_close(q(x), want, 256, a_max, w.abs().max().item(), fp8_chunk=128)
+
+
 @pytest.mark.parametrize("weight_dtype", [torch.float8_e4m3fn, torch.int8], ids=["fp8", "int8"])
 def test_scaled_linear_matches_the_reference_on_cpu(weight_dtype):
     from quantgemm.nn import ScaledLinear

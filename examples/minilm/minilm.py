@@ -257,7 +257,7 @@ def compare(schemes: list[str], device: str = "cpu", dtype: torch.dtype = torch.
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
-    parser.add_argument("--schemes", default="w4a16,w4a16-zp,fp8,int8,fp8-block,w8a16")
+    parser.add_argument("--schemes", default="w4a16,w4a16-zp,fp8,int8,fp8-block,w8a16,w4a8")
     parser.add_argument("--save", type=Path, metavar="DIR", help="write a bf16 copy of the model to DIR and exit "
                         "(for a machine without the package; point MINILM_DIR at it there)")
     args = parser.parse_args()

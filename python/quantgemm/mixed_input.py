@@ -128,6 +128,14 @@ def _check_group(k: int, group_size: int, layout: str = "sm90") -> int:
     return groups
 
 
+def _check_activation_k(k: int, layout: str) -> None:
+    """ValueError unless the kernels of `layout` read activation rows of K values (W4A8's e4m3 rows:
+    16-byte aligned, K a multiple of 16; the 16-bit ones: any K the weight takes)."""
+    if layout == E4M3 and k % 16:
+        raise ValueError(f"K={k} is not supported for W4A8: e4m3 activation rows must be 16-byte aligned "
+                         f"(K a multiple of 16)")
+
+
 def _two_scale_rows(k: int, group_size: int, layout: str = "sm90") -> bool:
     """Whether the problem takes the kernels for groups of 32 (two scale rows a 64-deep block; the
     e4m3 layout has none)."""
@@ -411,9 +419,7 @@ def check_mm_args(a: torch.Tensor, b: PrepackedWeight, group_scales: torch.Tenso
     n = b.n
     if k != b.k:
         raise ValueError(f"a must have K={b.k} columns to match b ({b.n}x{b.k}), got shape {tuple(a.shape)}")
-    if e4m3 and k % 16:
-        raise ValueError(f"K={k} is not supported for W4A8: e4m3 activation rows must be 16-byte aligned "
-                         f"(K a multiple of 16)")
+    _check_activation_k(k, b.layout)
     if not isinstance(group_size, int) or isinstance(group_size, bool):
         raise TypeError(f"group_size must be an int, got {type(group_size).__name__}")
     groups = _check_group(k, group_size, b.layout)

@@ -63,13 +63,14 @@ MODELS: dict[str, list[Layer]] = {
 DEFAULT_MODELS = ("llama3-8b", "llama3-70b")
 
 
-def unsupported_reason(n: int, k: int, group_size: int) -> str | None:
-    """Why the u4b8 kernels cannot take an N x K weight with this group size, if they cannot."""
-    from .mixed_input import _check_group, _check_weight_shape
+def unsupported_reason(n: int, k: int, group_size: int, layout: str = "sm90") -> str | None:
+    """Why the u4b8 kernels of `layout` cannot take an N x K weight with this group size, if they cannot."""
+    from .mixed_input import _check_activation_k, _check_group, _check_weight_shape
 
     try:
         _check_weight_shape(n, k)
-        _check_group(k, group_size)
+        _check_group(k, group_size, layout)
+        _check_activation_k(k, layout)
     except ValueError as e:
         return str(e)
     return None

@@ -1,4 +1,5 @@
-"""quantgemm.nn: QuantLinear (4-bit prepacked weights, 16-bit activations), ScaledLinear (W8A8:
+"""quantgemm.nn: QuantLinear (4- or 8-bit prepacked weights, 16-bit activations; or W4A8: 4-bit
+weights, activations quantized to e4m3 per token at run time), ScaledLinear (W8A8:
 FP8 or INT8 weights with per-channel scales, activations quantized per token at run time) and
 BlockScaledLinear (FP8 with 128 x 128 weight scales and 1 x 128 activation scales, DeepSeek-V3's)."""
 
@@ -7,8 +8,8 @@ from __future__ import annotations
 import torch
 
 from . import block_scaled, checkpoint, ops, scaled
-from .mixed_input import (BITS, WEIGHT_TYPES, ZERO_POINTS, PrepackedWeight, _padded, default_layout, mm, prepack_b,
-                          unpack_b)
+from .mixed_input import (BITS, E4M3, E4M3_WEIGHT_TYPES, WEIGHT_TYPES, ZERO_POINTS, PrepackedWeight, _padded,
+                          default_layout, mm, prepack_b, unpack_b)
 from .quantize import QUANTIZERS, group_count, quantize_fp8, quantize_fp8_blocks, quantize_fp8_groups, quantize_int8
 
 
@@ -22,8 +23,11 @@ class QuantLinear(torch.nn.Module):
     same shape, integer zero points in that dtype), and `bias` [N] or None. On a GPU the forward is
     quantgemm.mm; on the CPU it is the pure-torch reference. `layout` is the prepacked layout of
     `qweight` (quantgemm.prepack_b): "sm90" for Hopper, "sm80" for the mma.sync kernels (sm_80 and
-    later); None picks the one for `device` (mixed_input.default_layout). Build it with
-    from_linear() (round-to-nearest quantization), from_gptq() or from_awq().
+    later); None picks the one for `device` (mixed_input.default_layout). "sm90_e4m3" (u4b8 weights,
+    groups a multiple of 128 or one per channel) makes the layer W4A8: the forward quantizes each
+    token of x to e4m3 (quantgemm.quantize_fp8, one fused kernel) and runs the FP8 tensor-core
+    kernels, the output in `dtype`. Build it with from_linear() (round-to-nearest quantization),
+    from_gptq() or from_awq().
     """
 
     def __init__(self, in_features: int, out_features: int, group_size: int = 128, bias: bool = False,
@@ -35,6 +39,9 @@ class QuantLinear(torch.nn.Module):
                              f"got {dtype}")
         if weight_type not in WEIGHT_TYPES:
             raise ValueError(f"weight_type must be one of {WEIGHT_TYPES}, got {weight_type!r}")
+        if layout == E4M3 and weight_type not in E4M3_WEIGHT_TYPES:
+            raise ValueError(f"weight_type must be one of {E4M3_WEIGHT_TYPES} for the {E4M3} layout (W4A8), "
+                             f"got {weight_type!r}")
         self.in_features, self.out_features = in_features, out_features
         self.group_size, self.weight_type = group_size, weight_type
         self.layout = default_layout(device or "cpu") if layout is None else layout
@@ -118,13 +125,19 @@ class QuantLinear(torch.nn.Module):
             a = a.index_select(1, self.perm)
         elif not a.is_contiguous():
             a = a.contiguous()
-        if a.is_cuda and not torch.compiler.is_compiling():
+        eager = a.is_cuda and not torch.compiler.is_compiling()
+        token_scales = None
+        if self.layout == E4M3:  # W4A8: e4m3 activations with fp32 scales per token
+            a, scale = quantize_fp8(a) if eager else ops.quantize_fp8(a)
+            token_scales = scale.reshape(-1)
+        if eager:
             # eager on a GPU: the kernel directly, without the operator's dispatch (15-30 us a call)
-            y = mm(a, self._prepacked(), self.scales, self.group_size, group_zeros=self.zeros)
+            y = mm(a, self._prepacked(), self.scales, self.group_size, group_zeros=self.zeros,
+                   token_scales=token_scales)
         else:
             # one operator (quantgemm.ops): the reference on the CPU, and a single node to torch.compile
             y = ops.mm(a, self.qweight, self.out_features, self.in_features, self.weight_type, self.scales,
-                       self.group_size, self.zeros, layout=self.layout)
+                       self.group_size, self.zeros, token_scales=token_scales, layout=self.layout)
         if self.bias is not None:
             y = y + self.bias
         return y if x.dim() == 2 else y.reshape(*x.shape[:-1], self.out_features)
@@ -264,15 +277,17 @@ SCHEMES = {
     "int8": torch.int8,          # W8A8 INT8, the same scaling
     "fp8-block": BlockScaledLinear,  # FP8, 128 x 128 weight blocks, 1 x 128 dynamic activation groups
     "w8a16": "u8b128",   # 8-bit symmetric weights (GPTQ's 8-bit format), group scales, 16-bit activations
+    "w4a8": E4M3,        # 4-bit symmetric weights, group scales, activations quantized to e4m3 per token
 }
 
 
 def quantize_model(model: torch.nn.Module, scheme: str = "w4a16", group_size: int = 128,
                    skip=lambda name, linear: False) -> int:
     """Replaces, in place, every nn.Linear of `model` that `skip(name, linear)` does not exclude by a
-    QuantLinear (w4a16, w4a16-zp, w8a16: where N and K are multiples of 8 and group_size divides K), a
-    ScaledLinear (fp8, int8: every shape) or a BlockScaledLinear (fp8-block: every shape) quantized
-    with `scheme` by round to nearest. Returns how many layers it replaced."""
+    QuantLinear (w4a16, w4a16-zp, w8a16: where N and K are multiples of 8 and group_size divides K;
+    w4a8: K a multiple of 16 as well, groups a multiple of 128 or -1), a ScaledLinear (fp8, int8:
+    every shape) or a BlockScaledLinear (fp8-block: every shape) quantized with `scheme` by round to
+    nearest. Returns how many layers it replaced."""
     if scheme not in SCHEMES:
         raise ValueError(f"scheme must be one of {sorted(SCHEMES)}, got {scheme!r}")
     from .models import unsupported_reason
@@ -290,8 +305,11 @@ def quantize_model(model: torch.nn.Module, scheme: str = "w4a16", group_size: in
                 setattr(parent, child_name, ScaledLinear.from_linear(child, SCHEMES[scheme]))
                 replaced += 1
                 continue
-            if unsupported_reason(child.out_features, child.in_features, group_size):
+            w4a8 = SCHEMES[scheme] == E4M3
+            if unsupported_reason(child.out_features, child.in_features, group_size, E4M3 if w4a8 else "sm90"):
                 continue
-            setattr(parent, child_name, QuantLinear.from_linear(child, group_size, SCHEMES[scheme]))
+            layer = (QuantLinear.from_linear(child, group_size, "u4b8", layout=E4M3) if w4a8
+                     else QuantLinear.from_linear(child, group_size, SCHEMES[scheme]))
+            setattr(parent, child_name, layer)
             replaced += 1
     return replaced
