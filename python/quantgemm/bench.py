@@ -99,14 +99,15 @@ def copies_for(nbytes: int, l2_bytes: int) -> int:
 
 
 def quantized_copies(w: torch.Tensor, group_size: int, l2_bytes: int, weight_type: str = "u4b8",
-                     layout: str = "sm90"):
+                     layout: str = "sm90", perm: torch.Tensor | None = None):
     """(w_q, scales, zeros or None, bytes of one copy, [(prepacked, scales, zeros)] copies to rotate
-    through) of a real weight quantized to `weight_type`, prepacked in `layout`."""
+    through) of a real weight quantized to `weight_type`, prepacked in `layout` (with the act-order
+    permutation `perm`, if given)."""
     w_q, scales, *zeros = QUANTIZERS[weight_type](w, group_size)
     zeros = zeros[0] if zeros else None
     qbytes = w.shape[0] * w.shape[1] * mixed_input.BITS[weight_type] // 8 \
         + (1 + (zeros is not None)) * scales.numel() * scales.element_size()
-    copies = [(mixed_input.prepack_b(w_q, weight_type, layout=layout), scales.clone(),
+    copies = [(mixed_input.prepack_b(w_q, weight_type, perm=perm, layout=layout), scales.clone(),
                None if zeros is None else zeros.clone())
               for _ in range(copies_for(qbytes, l2_bytes))]
     return w_q, scales, zeros, qbytes, copies
@@ -249,13 +250,15 @@ def block_scaled_table(rows: list[Row]) -> str:
 
 
 def bench_shape(model, layer, n, k, ms, group_size, bandwidth, l2_bytes, check=True, schedules=(None,),
-                weight_type="u4b8", layout="sm90", dtype=torch.bfloat16) -> list[Row]:
+                weight_type="u4b8", layout="sm90", dtype=torch.bfloat16, act_order=False) -> list[Row]:
     """The mixed-input GEMM with `dtype` activations, scales and output against torch's matmul in
-    that dtype."""
+    that dtype; act_order: a GPTQ act-order weight (a random permutation of K kept with it), whose
+    calls gather the activation's columns too."""
     device = torch.device("cuda")
     torch.manual_seed(0)
     w = (torch.randn(n, k, device=device, dtype=torch.bfloat16) / math.sqrt(k)).to(dtype)
-    w_q, scales, zeros, qbytes, q_copies = quantized_copies(w, group_size, l2_bytes, weight_type, layout)
+    perm = torch.randperm(k, device=device) if act_order else None
+    w_q, scales, zeros, qbytes, q_copies = quantized_copies(w, group_size, l2_bytes, weight_type, layout, perm)
     w_copies = [w.clone() for _ in range(copies_for(w.numel() * 2, l2_bytes))]
     del w
     rows = []
@@ -269,7 +272,8 @@ def bench_shape(model, layer, n, k, ms, group_size, bandwidth, l2_bytes, check=T
                 b, s, z = q_copies[0]
                 mixed_input.mm(a, b, s, group_size, out=out_q, schedule=sched, group_zeros=z)
                 exact = mixed_input.exact_weight(m, n, k, weight_type, dtype, group_size, layout, sched)
-                ref = reference.mm_quantized(a, w_q, scales, group_size, zeros,
+                a_ref = a if perm is None else a.index_select(1, perm)  # (act-order: the weight's column order)
+                ref = reference.mm_quantized(a_ref, w_q, scales, group_size, zeros,
                                              zero_point=mixed_input.ZERO_POINTS[weight_type], exact_weight=exact)
                 rel = ((out_q.float() - ref).norm() / ref.norm()).item()
                 if not rel < 1e-2:
@@ -593,6 +597,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--layout", default="sm90", choices=list(mixed_input.LAYOUTS),
                         help="--kind w4a16: the weight's prepacked layout, so the kernels: sm90 (Hopper's "
                              "wgmma kernels) or sm80 (the mma.sync kernels for sm_80 and later)")
+    parser.add_argument("--act-order", action="store_true",
+                        help="GPTQ act-order weights (--kind w4a16): each call gathers the activation's columns too")
     parser.add_argument("--csv", default=None, help="write the rows to this CSV file")
     parser.add_argument("--markdown", default=None, help="write the rows as a Markdown table to this file")
     parser.add_argument("--no-check", action="store_true", help="skip the correctness check of each point")
@@ -663,8 +669,8 @@ def main(argv: list[str] | None = None) -> int:
     props = torch.cuda.get_device_properties(0)
     l2 = getattr(props, "L2_cache_size", 60 << 20)
     bandwidth = read_bandwidth(torch.device("cuda", torch.cuda.current_device()))
-    what = {"w4a16": f"{args.weight_type} group {args.group_size}, {args.dtype}, {args.layout} kernels; peer torch "
-                     f"{args.dtype} matmul",
+    what = {"w4a16": f"{args.weight_type} group {args.group_size}{' act-order' if args.act_order else ''}, "
+                     f"{args.dtype}, {args.layout} kernels; peer torch {args.dtype} matmul",
             "w4a8": f"u4b8 group {args.group_size} x e4m3 per-token activations, bf16 out; peer torch bf16 matmul",
             "fp8": "FP8 e4m3 per-token x per-channel scales, bf16 out; peer torch._scaled_mm",
             "fp8fast": "FP8 e4m3 fast accumulation, per-token x per-channel, bf16 out; peer torch._scaled_mm "
@@ -701,7 +707,8 @@ def main(argv: list[str] | None = None) -> int:
                                 check=not args.no_check,
                                 schedules=args.schedules.split(",") if args.schedules else (None,),
                                 weight_type=args.weight_type, layout=args.layout,
-                                dtype=torch.float16 if args.dtype == "fp16" else torch.bfloat16)
+                                dtype=torch.float16 if args.dtype == "fp16" else torch.bfloat16,
+                                act_order=args.act_order)
     if args.markdown:
         with open(args.markdown, "w") as f:
             f.write(block_scaled_table(rows) if args.kind == "fp8block" else markdown_table(
