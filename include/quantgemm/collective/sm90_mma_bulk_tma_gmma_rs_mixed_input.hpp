@@ -60,6 +60,13 @@ CUTE_DEVICE void alternate_buffers(int k_iters, Stage&& stage) {
   }
 }
 
+/// The register-sourced wgmma of the mixed-input tiles: two warpgroups along the weight's rows (64
+/// each), TileM tokens, TileK of k (the prepacked layouts follow its A operand).
+template <class Element, int TileM, int TileK>
+using Sm90RsTiledMma = decltype(cute::make_tiled_mma(
+    cute::SM90::GMMA::rs_op_selector<Element, Element, float, cute::Shape<cute::_64, cute::Int<TileM>, cute::Int<TileK>>>(),
+    cute::Layout<cute::Shape<cute::_2, cute::_1, cute::_1>>{}));
+
 template <class Weight, class ElementA_, int TileN_, int TileM_, int TileK_, int Stages_, int ScaleRows_ = 1>
 struct Sm90MmaBulkTmaGmmaRsMixedInput : Sm90MixedInputTile<Weight, ElementA_, TileN_, TileM_, TileK_, ScaleRows_> {
   using ElementA = ElementA_;  // activations, scales, zero points and output
@@ -86,10 +93,7 @@ struct Sm90MmaBulkTmaGmmaRsMixedInput : Sm90MixedInputTile<Weight, ElementA_, Ti
   static constexpr int kConsumerWarps = kConsumerThreads / 32;
   using Pipeline = PipelineState<Stages>;
 
-  using TiledMma = decltype(cute::make_tiled_mma(
-      cute::SM90::GMMA::rs_op_selector<ElementA, ElementA, float,
-                                       cute::Shape<cute::_64, cute::Int<TileM>, cute::Int<TileK>>>(),
-      cute::Layout<cute::Shape<cute::_2, cute::_1, cute::_1>>{}));
+  using TiledMma = Sm90RsTiledMma<ElementA, TileM, TileK>;
   static_assert(cute::is_same_v<typename TiledMma::Atom::Traits::ALayout, typename BLayout::AtomALayout>,
                 "the prepacked layout must follow this MMA's register-sourced operand");
   static_assert(cute::size(TiledMma{}) == kConsumerThreads);

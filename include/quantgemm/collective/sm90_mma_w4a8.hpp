@@ -67,10 +67,7 @@ struct Sm90MmaW4A8 : Sm90W4A8Tile<ElementOut_, TileN_, TileM_> {
   static_assert(cute::is_same_v<Params, typename Tile::Params>);
   using LoadCursor = typename WeightStream::LoadCursor;
 
-  using TiledMma = decltype(cute::make_tiled_mma(
-      cute::SM90::GMMA::rs_op_selector<ElementA, ElementA, float,
-                                       cute::Shape<cute::_64, cute::Int<TileM>, cute::Int<TileK>>>(),
-      cute::Layout<cute::Shape<cute::_2, cute::_1, cute::_1>>{}));
+  using TiledMma = Sm90RsTiledMma<ElementA, TileM, TileK>;
   static_assert(cute::is_same_v<typename TiledMma::Atom::Traits::ALayout, typename BLayout::AtomALayout>,
                 "the prepacked layout must follow this MMA's register-sourced operand");
 
