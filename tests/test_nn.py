@@ -167,6 +167,10 @@ def test_w4a8_layer_quantizes_its_activation_per_token_on_cpu():
 def test_w4a8_layers_take_u4b8_weights_and_quantize_model_skips_what_they_cannot_serve():
     with pytest.raises(ValueError, match="weight_type must be one of .'u4b8',. for the sm90_e4m3 layout"):
         QuantLinear(384, 256, weight_type="u4", layout="sm90_e4m3")
+    with pytest.raises(ValueError, match="group_size must be a multiple of 128 or -1 for W4A8"):
+        QuantLinear(384, 256, group_size=64, layout="sm90_e4m3")
+    with pytest.raises(ValueError, match="K=200 is not supported for W4A8"):
+        QuantLinear(200, 256, group_size=-1, layout="sm90_e4m3")
     model = torch.nn.Sequential(torch.nn.Linear(384, 256), torch.nn.Linear(256, 200),  # K = 256: groups of 128
                                 torch.nn.Linear(200, 384),                            # K = 200: no group of 128
                                 torch.nn.Linear(384, 136))

@@ -8,6 +8,7 @@ from __future__ import annotations
 import torch
 
 from . import block_scaled, checkpoint, ops, scaled
+from .models import unsupported_reason
 from .mixed_input import (BITS, E4M3, E4M3_WEIGHT_TYPES, WEIGHT_TYPES, ZERO_POINTS, PrepackedWeight, _padded,
                           default_layout, mm, prepack_b, unpack_b)
 from .quantize import QUANTIZERS, group_count, quantize_fp8, quantize_fp8_blocks, quantize_fp8_groups, quantize_int8
@@ -45,6 +46,10 @@ class QuantLinear(torch.nn.Module):
         self.in_features, self.out_features = in_features, out_features
         self.group_size, self.weight_type = group_size, weight_type
         self.layout = default_layout(device or "cpu") if layout is None else layout
+        if self.layout == E4M3:  # (what the W4A8 kernels take, said now rather than at the first call)
+            why = unsupported_reason(out_features, in_features, group_size, E4M3)
+            if why:
+                raise ValueError(why)
         groups = group_count(in_features, group_size)
         n_pad, k_pad = _padded(out_features, in_features, self.layout)
         self.register_buffer("qweight", torch.zeros(n_pad * k_pad * BITS[weight_type] // 8, dtype=torch.uint8,
@@ -290,7 +295,6 @@ def quantize_model(model: torch.nn.Module, scheme: str = "w4a16", group_size: in
     nearest. Returns how many layers it replaced."""
     if scheme not in SCHEMES:
         raise ValueError(f"scheme must be one of {sorted(SCHEMES)}, got {scheme!r}")
-    from .models import unsupported_reason
 
     replaced = 0
     for parent in list(model.modules()):
