@@ -62,11 +62,14 @@ def test_fake_implementations_refuse_what_eager_refuses():
 
 
 def stack(device="cpu"):
+    """u4b8, u4 and W4A8 (activations quantized to e4m3 in the forward) QuantLinear layers."""
     torch.manual_seed(1)
-    layers = [torch.nn.Linear(256, 384, dtype=torch.bfloat16), torch.nn.Linear(384, 256, dtype=torch.bfloat16)]
+    layers = [torch.nn.Linear(256, 384, dtype=torch.bfloat16), torch.nn.Linear(384, 256, dtype=torch.bfloat16),
+              torch.nn.Linear(256, 128, dtype=torch.bfloat16)]
     return torch.nn.Sequential(QuantLinear.from_linear(layers[0], 128),
                                torch.nn.ReLU(),
-                               QuantLinear.from_linear(layers[1], 64, weight_type="u4")).to(device)
+                               QuantLinear.from_linear(layers[1], 64, weight_type="u4"),
+                               QuantLinear.from_linear(layers[2], 128, layout="sm90_e4m3")).to(device)
 
 
 def test_compile_fullgraph_matches_eager_on_cpu():
