@@ -41,7 +41,8 @@ def test_compare_lists_both_builds_runs_and_the_ratio_of_their_medians(tmp_path,
     assert report.main([str(a1), str(a2), "--against", str(b1)]) == 0
     table = capsys.readouterr().out.strip().splitlines()
     assert table[2] == "| m8b | o | 4096 x 4096 | 1 | 9.0, 11.0 | 12.5 | 0.800 | x | y |"
-    assert len(table) == 3  # M = 16 and 64: measured by one side only
+    assert len(table) == 5  # M = 16 and 64: measured by one side only
+    assert table[4] == "A / B over the 1 points: geometric mean 0.800, from 0.800 to 0.800"
     write_csv(b1, ((128, 1.0, 1.0),))
     with pytest.raises(ValueError, match="share no"):
         report.compare([str(a1)], [str(b1)])

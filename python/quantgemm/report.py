@@ -56,12 +56,15 @@ def compare(a_paths: list[str], b_paths: list[str]) -> str:
         raise ValueError("the two sets of runs share no (model, layer, N, K, M) point")
     lines = ["| model | layer | N x K | M | A us | B us | A / B | A schedule | B schedule |",
              "|---|---|---|---:|---:|---:|---:|---|---|"]
+    ratios = []
     for key in keys:
         model, layer, n, k, m = key
         (ta, sa), (tb, sb) = a[key], b[key]
-        ratio = statistics.median(ta) / statistics.median(tb)
+        ratios.append(statistics.median(ta) / statistics.median(tb))
         lines.append(f"| {model} | {layer} | {n} x {k} | {m} | {', '.join(f'{t:.1f}' for t in ta)} | "
-                     f"{', '.join(f'{t:.1f}' for t in tb)} | {ratio:.3f} | {sa} | {sb} |")
+                     f"{', '.join(f'{t:.1f}' for t in tb)} | {ratios[-1]:.3f} | {sa} | {sb} |")
+    lines.append(f"\nA / B over the {len(ratios)} points: geometric mean {statistics.geometric_mean(ratios):.3f}, "
+                 f"from {min(ratios):.3f} to {max(ratios):.3f}")
     return "\n".join(lines)
 
 
