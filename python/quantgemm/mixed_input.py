@@ -142,16 +142,21 @@ def _two_scale_rows(k: int, group_size: int, layout: str = "sm90") -> bool:
     return group_size == GROUP_32 and k != GROUP_32 and layout != E4M3
 
 
+def check_layout_takes(weight_type: str, layout: str, types: tuple[str, ...] = WEIGHT_TYPES + tuple(SIGNED_TYPES)) -> None:
+    """ValueError unless weights of `weight_type` (a signed one: as the type it is stored as) can be
+    prepacked in `layout` (the e4m3 layout takes u4b8 codes only), naming those of `types` it takes."""
+    if layout == E4M3 and SIGNED_TYPES.get(weight_type, weight_type) not in E4M3_WEIGHT_TYPES:
+        takes = tuple(t for t in types if SIGNED_TYPES.get(t, t) in E4M3_WEIGHT_TYPES)
+        raise ValueError(f"weight_type must be one of {takes} for the {E4M3} layout (W4A8), got {weight_type!r}")
+
+
 def check_prepack_args(w_q: torch.Tensor, weight_type: str, perm: torch.Tensor | None = None,
                        layout: str = "sm90") -> tuple[int, int]:
     """prepack_b's checks of what its arguments are (no GPU, fake tensors too); the padded shape."""
     _check_layout(layout)
     if weight_type not in WEIGHT_TYPES + tuple(SIGNED_TYPES):
         raise ValueError(f"weight_type must be one of {WEIGHT_TYPES + tuple(SIGNED_TYPES)}, got {weight_type!r}")
-    stored = SIGNED_TYPES.get(weight_type, weight_type)
-    if layout == E4M3 and stored not in E4M3_WEIGHT_TYPES:
-        takes = tuple(t for t in WEIGHT_TYPES + tuple(SIGNED_TYPES) if SIGNED_TYPES.get(t, t) in E4M3_WEIGHT_TYPES)
-        raise ValueError(f"weight_type must be one of {takes} for the {E4M3} layout (W4A8), got {weight_type!r}")
+    check_layout_takes(weight_type, layout)
     _checks.tensor("w_q", w_q, dtype=torch.int8 if weight_type in SIGNED_TYPES else torch.uint8, ndim=2)
     n, k = w_q.shape
     _check_weight_shape(n, k)

@@ -9,7 +9,7 @@ import torch
 
 from . import block_scaled, checkpoint, ops, scaled
 from .models import unsupported_reason
-from .mixed_input import (BITS, E4M3, E4M3_WEIGHT_TYPES, WEIGHT_TYPES, ZERO_POINTS, PrepackedWeight, _padded,
+from .mixed_input import (BITS, E4M3, WEIGHT_TYPES, ZERO_POINTS, PrepackedWeight, _padded, check_layout_takes,
                           default_layout, mm, prepack_b, unpack_b)
 from .quantize import QUANTIZERS, group_count, quantize_fp8, quantize_fp8_blocks, quantize_fp8_groups, quantize_int8
 
@@ -40,9 +40,7 @@ class QuantLinear(torch.nn.Module):
                              f"got {dtype}")
         if weight_type not in WEIGHT_TYPES:
             raise ValueError(f"weight_type must be one of {WEIGHT_TYPES}, got {weight_type!r}")
-        if layout == E4M3 and weight_type not in E4M3_WEIGHT_TYPES:
-            raise ValueError(f"weight_type must be one of {E4M3_WEIGHT_TYPES} for the {E4M3} layout (W4A8), "
-                             f"got {weight_type!r}")
+        check_layout_takes(weight_type, layout, WEIGHT_TYPES)
         self.in_features, self.out_features = in_features, out_features
         self.group_size, self.weight_type = group_size, weight_type
         self.layout = default_layout(device or "cpu") if layout is None else layout
@@ -274,15 +272,16 @@ class BlockScaledLinear(torch.nn.Module):
                 f"bias={self.bias is not None}")
 
 
-#: quantize_model's schemes: what replaces each nn.Linear, or why the scheme is not available yet.
+#: quantize_model's schemes: what replaces each nn.Linear (a QuantLinear's weight type and layout,
+#: None: the device's; a ScaledLinear's weight dtype; BlockScaledLinear)
 SCHEMES = {
-    "w4a16": "u4b8",     # 4-bit symmetric weights (GPTQ's format), group scales, 16-bit activations
-    "w4a16-zp": "u4",    # 4-bit weights with a zero point per group (AWQ's format)
+    "w4a16": ("u4b8", None),    # 4-bit symmetric weights (GPTQ's format), group scales, 16-bit activations
+    "w4a16-zp": ("u4", None),   # 4-bit weights with a zero point per group (AWQ's format)
     "fp8": torch.float8_e4m3fn,  # W8A8 FP8: per-channel weight scales, per-token dynamic activations
     "int8": torch.int8,          # W8A8 INT8, the same scaling
     "fp8-block": BlockScaledLinear,  # FP8, 128 x 128 weight blocks, 1 x 128 dynamic activation groups
-    "w8a16": "u8b128",   # 8-bit symmetric weights (GPTQ's 8-bit format), group scales, 16-bit activations
-    "w4a8": E4M3,        # 4-bit symmetric weights, group scales, activations quantized to e4m3 per token
+    "w8a16": ("u8b128", None),  # 8-bit symmetric weights (GPTQ's 8-bit format), group scales, 16-bit activations
+    "w4a8": ("u4b8", E4M3),     # 4-bit symmetric weights, group scales, activations quantized to e4m3 per token
 }
 
 
@@ -309,11 +308,9 @@ def quantize_model(model: torch.nn.Module, scheme: str = "w4a16", group_size: in
                 setattr(parent, child_name, ScaledLinear.from_linear(child, SCHEMES[scheme]))
                 replaced += 1
                 continue
-            w4a8 = SCHEMES[scheme] == E4M3
-            if unsupported_reason(child.out_features, child.in_features, group_size, E4M3 if w4a8 else "sm90"):
+            weight_type, layout = SCHEMES[scheme]
+            if unsupported_reason(child.out_features, child.in_features, group_size, layout or "sm90"):
                 continue
-            layer = (QuantLinear.from_linear(child, group_size, "u4b8", layout=E4M3) if w4a8
-                     else QuantLinear.from_linear(child, group_size, SCHEMES[scheme]))
-            setattr(parent, child_name, layer)
+            setattr(parent, child_name, QuantLinear.from_linear(child, group_size, weight_type, layout))
             replaced += 1
     return replaced
