@@ -342,15 +342,17 @@ def test_mm_fp16_heuristic_matches_reference(weight_type, m):
 EIGHT_BIT = [("u8b128", torch.bfloat16), ("u8", torch.bfloat16), ("u8b128", torch.float16), ("u8", torch.float16)]
 
 
-def check_mm_typed(m, n, k, g, weight_type, dtype, schedule=None):
-    """mm of any weight type and activation dtype against the reference, on a fresh weight."""
+def check_mm_typed(m, n, k, g, weight_type, dtype, schedule=None, a=None):
+    """mm of any weight type and activation dtype against the reference, on a fresh weight (and a
+    fresh Gaussian activation unless `a` is given)."""
     gen = torch.Generator(device="cuda").manual_seed(n * 11 + k + g)
     w = torch.randn(n, k, device="cuda", dtype=dtype, generator=gen) / k ** 0.5 + 0.01
     w_q, scales, *zeros = QUANTIZERS[weight_type](w, g)
     zeros = zeros[0] if zeros else None
     zero_point = mixed_input.ZERO_POINTS[weight_type]
     w_max = reference._dequantize(w_q, scales, zeros, g, zero_point).abs().max().item()
-    a = torch.randn(m, k, device="cuda", dtype=dtype)
+    if a is None:
+        a = torch.randn(m, k, device="cuda", dtype=dtype)
     out = poison_(torch.empty(m, n, device="cuda", dtype=dtype))
     got = quantgemm.mm(a, quantgemm.prepack_b(w_q, weight_type), scales, g, out=out, schedule=schedule,
                        group_zeros=zeros)
@@ -364,6 +366,22 @@ def built_schedules(weight_type, dtype, group_size=128):
     if not schedules:
         pytest.skip(f"no {weight_type} x {dtype} kernels for groups of {group_size} in this (subset) build")
     return schedules
+
+
+@requires_hopper
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=["bf16", "fp16"])
+@pytest.mark.parametrize("weight_type", ["u4b8", "u4"])
+def test_8_token_tiles_on_activations_far_from_zero_mean(weight_type, dtype):
+    # the 8-token tiles sum biased codes (bf16 128 + q, fp16 1 + q / 64) times the activation and
+    # subtract the bias times its column sums per group (docs/kernel.md): an activation whose mean
+    # dominates it makes that cancellation largest
+    tiles = [s for s in built_schedules(weight_type, dtype) if mixed_input.exact_weight(1, 1, 1, schedule=s)]
+    if not tiles:
+        pytest.skip("no 8-token tiles in this build")
+    k = 14336
+    a = torch.randn(8, k, device="cuda", dtype=dtype) * 0.25 + 2.0
+    for schedule in tiles:
+        check_mm_typed(8, 4096, k, 128, weight_type, dtype, schedule=schedule, a=a)
 
 
 @requires_hopper

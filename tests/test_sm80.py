@@ -152,14 +152,15 @@ def test_heuristic_matches_reference_on_a_large_layer(weight_type, dtype, m):
 
 
 @requires_sm80
+@pytest.mark.parametrize("dtype", DTYPES, ids=["bf16", "fp16"])
 @pytest.mark.parametrize("weight_type", ["u4b8", "u4"])
-def test_activations_far_from_zero_mean(weight_type):
-    # bf16 4-bit codes sum (128 + q) a and subtract (128 + z) sum(a) per group (docs/kernel.md): an
-    # activation whose mean dominates it makes that cancellation largest
-    sm80_schedules(weight_type, torch.bfloat16)
+def test_activations_far_from_zero_mean(weight_type, dtype):
+    # 4-bit codes sum (b + f q) a and subtract (b + f z) sum(a) per group (bf16 128 + q, fp16
+    # 1 + q / 64; docs/kernel.md): an activation whose mean dominates it makes that cancellation largest
+    sm80_schedules(weight_type, dtype)
     k = 14336
-    a = torch.randn(33, k, device="cuda", dtype=torch.bfloat16) * 0.25 + 2.0
-    check(33, 4096, k, 128, weight_type, torch.bfloat16, a=a)
+    a = torch.randn(33, k, device="cuda", dtype=dtype) * 0.25 + 2.0
+    check(33, 4096, k, 128, weight_type, dtype, a=a)
 
 
 @requires_sm80

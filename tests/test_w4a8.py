@@ -95,11 +95,11 @@ def test_the_wide_tile_accumulates_over_all_of_k_the_others_over_128():
 
 # ---------------------------------------------------------------- GPU: every schedule vs the reference
 
-def gpu_problem(m, n, k, group_size, out_dtype, seed):
+def gpu_problem(m, n, k, group_size, out_dtype, seed, mean=0.5, deviation=2.0):
     torch.manual_seed(seed)
     w = torch.randn(n, k, device="cuda") * 0.05
     w_q, scales = quantize_u4b8(w, group_size, scale_dtype=out_dtype)
-    x = torch.randn(m, k, device="cuda") * 2 + 0.5
+    x = torch.randn(m, k, device="cuda") * deviation + mean
     a, ts = quantize_fp8(x)
     return a, ts.reshape(-1).contiguous(), w_q, scales
 
@@ -153,6 +153,25 @@ def test_every_schedule_across_zero_and_far_apart_group_scales():
     b = quantgemm.prepack_b(w_q, layout=E4M3)
     for name in names:
         out = poison_(torch.empty(m, n, dtype=torch.bfloat16, device="cuda"))
+        quantgemm.mm(a, b, scales, 128, out=out, schedule=name, token_scales=ts)
+        torch.cuda.synchronize()
+        check(a, ts, w_q, scales, 128, out, name)
+
+
+@requires_hopper
+@pytest.mark.parametrize("out_dtype", [torch.bfloat16, torch.float16])
+def test_every_schedule_on_activations_far_from_zero_mean(out_dtype):
+    """The 8-token tiles sum the codes as 1 + q / 64 and subtract (1 + 8 / 64) times the activation's
+    column sums per stage (docs/kernel.md): an activation whose mean dominates it makes that
+    cancellation largest."""
+    names = schedules(out_dtype)
+    if not names:
+        pytest.skip("no W4A8 kernels in this build")
+    m, k = 8, 14336
+    a, ts, w_q, scales = gpu_problem(m, 4096, k, 128, out_dtype, seed=17, mean=2.0, deviation=0.25)
+    b = quantgemm.prepack_b(w_q, layout=E4M3)
+    for name in names:
+        out = poison_(torch.empty(m, 4096, dtype=out_dtype, device="cuda"))
         quantgemm.mm(a, b, scales, 128, out=out, schedule=name, token_scales=ts)
         torch.cuda.synchronize()
         check(a, ts, w_q, scales, 128, out, name)

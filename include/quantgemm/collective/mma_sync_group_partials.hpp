@@ -5,11 +5,12 @@
              part   = sum_{k in group} c[n, k] * a[m, k]                  (mma.sync, fp32)
              acc   += s[group, n] * (part + offset[n] * sums[m])          (once per group)
 
-           c = f (q - zero) exactly with offset unused, or (ColumnSums) c = B + q under the
-           converter's magic number B, sums[m] = sum_{k in group} a[m, k] (one more mma a k16 step,
-           with an A operand of ones) and offset = -(B + zero). Either way the weight is s (q - zero)
-           unrounded (reference.mm_quantized(..., exact_weight=True)), one FMA per accumulator and
-           group where scaling each code costs a packed multiply per pair of codes.
+           c = q - zero exactly with offset unused, or (ColumnSums) c = b + f q, the code biased
+           under the converter's constant b (bf16 128 + q, fp16 1 + q / 64), sums[m] =
+           sum_{k in group} a[m, k] (one more mma a k16 step, with an A operand of ones), offset =
+           -(b + f zero) and the scale s / f. Either way the weight is s (q - zero) unrounded
+           (reference.mm_quantized(..., exact_weight=True)), one FMA per accumulator and group where
+           scaling each code costs a packed multiply per pair of codes.
 
     The accumulators are m16n8 fragments (lane l, g = l / 4, q = l % 4): element i of a tile holds
     row g + 8 (i / 2) and token 2q + i % 2, so scale and offset are kept per row pair, the column

@@ -299,11 +299,12 @@ struct Sm90MmaBulkTmaGmmaRsMixedInput : Sm90MixedInputTile<Weight, ElementA_, Ti
   // time, with no warpgroup batch to wait for and no second A-register buffer.
   // The group scales then go onto fp32 partial sums, once per scale row
   // (collective/mma_sync_group_partials.hpp): the codes need no packed multiply, and 4-bit codes
-  // under bf16 stay 128 + q with the activation's column sums taking the zero point off (one LOP3
-  // a pair of codes in all). The weight is s (q - z) unrounded, as in the sm80 kernels.
+  // stay biased (bf16 128 + q, fp16 1 + q / 64: Bits16's kSum constants) with the activation's
+  // column sums taking the bias and zero point off (one LOP3 a pair of codes in all). The weight is
+  // s (q - z) unrounded, as in the sm80 kernels.
   static constexpr bool kSyncMma = sm90_sync_mma(TileM);
   static constexpr int kSyncSets = 2;  // partial sums per block row, for alternate k16 steps
-  static constexpr bool kColumnSums = Weight::kBits == 4 && cute::is_same_v<ElementA, cutlass::bfloat16_t>;
+  static constexpr bool kColumnSums = Weight::kBits == 4;
   using SyncOffset = cute::conditional_t<kColumnSums, float, typename Convert::Offset>;
   using Partials = GroupPartials<kBlocksN, 1, kColumnSums, SyncOffset, kSyncSets>;
 
@@ -318,10 +319,17 @@ struct Sm90MmaBulkTmaGmmaRsMixedInput : Sm90MixedInputTile<Weight, ElementA_, Ti
       for (int h = 0; h < 2; ++h) {
         int const x = at + blk * BLayout::kBlockN + 8 * h;
         r.scale[blk][h] = to_float<ElementA>(scales[x]);
-        if constexpr (kColumnSums && kGroupZeros) {
-          r.offset[blk][h] = -(Convert::B::kMagicValue + to_float<ElementA>(zeros[x]));
-        } else if constexpr (kColumnSums) {
-          r.offset[blk][h] = -(Convert::B::kMagicValue + float(Weight::kZeroPoint));
+        if constexpr (kColumnSums) {
+          // (kSumBias + kSumStep q) - (kSumBias + kSumStep z) = kSumStep (q - z)
+          if constexpr (kGroupZeros) {
+            r.offset[blk][h] = -(Convert::B::kSumBias + Convert::B::kSumStep * to_float<ElementA>(zeros[x]));
+          } else {
+            constexpr float kOffset = -(Convert::B::kSumBias + Convert::B::kSumStep * Weight::kZeroPoint);
+            r.offset[blk][h] = kOffset;
+          }
+          if constexpr (Convert::B::kSumStep != 1.f) {
+            r.scale[blk][h] *= 1.f / Convert::B::kSumStep;
+          }
         } else if constexpr (kGroupZeros) {
           r.offset[blk][h] = Convert::offset_of(zeros[x]);
         } else {

@@ -205,18 +205,29 @@ struct Sm90MmaW4A8 : Sm90W4A8Tile<ElementOut_, TileN_, TileM_> {
   // NOTE: tiles of 8 tokens (decode) run mma.sync m16n8k16 on fp16 instead of wgmma, as the 16-bit
   // mainloop's do: a warp's 16 rows of the fp8 wgmma A fragments hold, per k16 step, the rows and k
   // of one m16n8k16 A fragment (the k in another order: its k 2q, 2q + 1 | 2q + 8, 2q + 9 are the
-  // step's 4q ... 4q + 3), converted to the exact fp16 q - 8 (Convert4BitE4m3::to_f16); each lane
-  // reads its token's four e4m3 at that k from the swizzled TMA tile and converts them to fp16 (exact)
-  // in the same order. Products and sums are exact fp16 x fp16 -> fp32; the group scale goes onto
-  // the stage's fp32 partial sums (one scale row a stage: groups are multiples of 128). (mma.sync
-  // on e4m3 is itself an unpack to fp16 and two HMMA on sm_90: SASS.)
+  // step's 4q ... 4q + 3), converted to the fp16 values 1 + q / 64 (Convert4BitE4m3::to_f16_biased,
+  // exact); each lane reads its token's four e4m3 at that k from the swizzled TMA tile and converts
+  // them to fp16 (exact) in the same order. One more mma a k16 step, with an A operand of ones, sums
+  // the activation's columns, and when the stage's fp32 partial sums are added in, (1 + 8 / 64)
+  // times those sums come off before the group scale (times 64): the 16-bit mainloop's column sums
+  // (collective/mma_sync_group_partials.hpp), with the code 4 bits up under fp16's 1.0 where bf16
+  // puts it under 128, so that the partial sums are about 16 times the result's terms, not the 130
+  // times that 1024 + q would give. (mma.sync on e4m3 is itself an unpack to fp16 and two HMMA on
+  // sm_90: SASS.)
   static constexpr bool kSyncMma = sm90_sync_mma(TileM);
-  using SyncPartials = GroupPartials<kBlocksN, 1, false, float, 2>;  // partial sums for alternate k16 steps
+  using SyncPartials = GroupPartials<kBlocksN, 1, true, float, 2>;  // partial sums for alternate k16 steps
 
   CUTE_DEVICE static void mma_sync(SharedStorage& s, Pipeline& pipe, int k_iters, Accumulator& accum, int ct) {
+    using Convert = Convert4BitE4m3;
+    constexpr float kOffset = -(Convert::kBias + Weight::kZeroPoint * Convert::kStep);  // -(1 + 8 / 64)
+    constexpr float kUnit = 1.f / Convert::kStep;                                        // 64
     SyncPartials r;
     zero(r.acc);
     r.clear_group();
+    CUTE_UNROLL
+    for (int blk = 0; blk < kBlocksN; ++blk) {
+      r.offset[blk][0] = r.offset[blk][1] = kOffset;
+    }
     int const lane = ct % 32;
     int const g = lane / 4;
     int const row = (ct / 32) * 16 + g;  // the A fragment rows g and g + 8 of the warp's 16 in each block row
@@ -228,6 +239,11 @@ struct Sm90MmaW4A8 : Sm90W4A8Tile<ElementOut_, TileN_, TileM_> {
       int const i = pipe.index;
       cutlass::arch::ClusterTransactionBarrier::wait(&s.full[i], pipe.phase);
       stage_scales(s, i, row, r.scale);
+      CUTE_UNROLL
+      for (int blk = 0; blk < kBlocksN; ++blk) {
+        r.scale[blk][0] *= kUnit;
+        r.scale[blk][1] *= kUnit;
+      }
       CUTE_UNROLL
       for (int kb = 0; kb < kKBlocks; ++kb) {
         uint32_t words[kBlocksN][4];  // word j: the k16 step j of the k-block (k32 step j / 2, half j % 2)
@@ -244,10 +260,11 @@ struct Sm90MmaW4A8 : Sm90W4A8Tile<ElementOut_, TileN_, TileM_> {
         for (int j = 0; j < 4; ++j) {
           uint32_t const x = lds32(act + i * 1024 + (((4 * kb + j) ^ g) << 4));
           uint32_t const b[2] = {e4m3x2_to_f16x2(x), e4m3x2_to_f16x2(x >> 16)};
+          r.template add_column_sums<cutlass::half_t>(0, b);
           CUTE_UNROLL
           for (int blk = 0; blk < kBlocksN; ++blk) {
             uint32_t a[4];
-            Convert4BitE4m3::to_f16(words[blk][j], a);
+            Convert::to_f16_biased(words[blk][j], a);
             mma_16816<cutlass::half_t>(r.part[j % 2][blk][0], a, b);
           }
         }

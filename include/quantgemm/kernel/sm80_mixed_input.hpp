@@ -10,14 +10,13 @@
     rows (TileN = 64 WarpsN) times WarpsK along each 64-deep stage's four k16 steps, whose
     partial sums meet in shared memory at the end of a tile.
 
-    Codes go under a magic number B (bf16 128, fp16 1024) with one LOP3 per pair of 4-bit codes,
-    as B + f q (f = 1, or 16 for the odd tiles of fp16, whose codes sit 4 bits higher in the word);
-    8-bit codes go through one PRMT a pair (fp16, under 1024) or through fp32 (bf16). For fp16 and
-    8-bit codes one packed add subtracts B + f z: exact integers f (q - z). bf16 4-bit codes stay
-    B + q, and one more mma a k16 step sums the activation's columns, of which (B + z) times come off
-    when the group ends (Codes::kColumnSums). The mma sums them into fp32 partials per group; when a
-    group ends, acc += (s / f) * partial: one FMA per accumulator and group in place of a packed
-    multiply per pair of codes, and the weight is s (q - z) unrounded
+    4-bit codes stay biased, b + f q with one LOP3 per pair: bf16 128 + q, fp16 1 + q / 64 (the
+    code 4 bits up under 1.0); one more mma a k16 step sums the activation's columns, of which
+    (b + f z) times come off when the group ends (Codes::kColumnSums). 8-bit codes go through one
+    PRMT a pair (fp16, under 1024) or through fp32 (bf16), and one packed add subtracts 1024 + z:
+    exact integers q - z. The mma sums them into fp32 partials per group; when a group ends,
+    acc += (s / f) * partial: one FMA per accumulator and group in place of a packed multiply per
+    pair of codes, and the weight is s (q - z) unrounded
     (reference.mm_quantized(..., exact_weight=True)).
 
     Pipeline: Stages buffers of (the weight's 64-deep block per block row, the activation tile, one
@@ -57,7 +56,7 @@ CUTE_DEVICE void cp_async_wait() {
 }
 
 /// The codes of one lane's k16 step (layout/prepacked_b_sm80.hpp) -> the A fragments of its four
-/// m16 tiles: exact integers factor(t) * (q - z) in Element, or (kColumnSums) B + q.
+/// m16 tiles: exact integers q - z in Element, or (kColumnSums) kBase + kStep q.
 template <class Weight, class Element>
 struct Codes {
   static constexpr bool kFp16 = std::is_same_v<Element, cutlass::half_t>;
@@ -65,61 +64,53 @@ struct Codes {
   static constexpr int kWords = kBits == 4 ? 4 : 8;
   /// 8-bit codes into bf16 go through fp32 (2^23 + q); the others sit under a 16-bit magic number
   static constexpr bool kThroughFloat = kBits == 8 && !kFp16;
-  static constexpr float kBase = kThroughFloat ? 8388608.f : (kFp16 ? 1024.f : 128.f);
-  /// 4-bit codes into bf16 stay B + q (B = 128): the mma sums (B + q) a, and the kernel subtracts
-  /// (B + z) times the activation's column sums (one more mma a k16 step) when it applies the group
-  /// scale, in place of a packed add per pair of codes. The partial sums are then about 17 times
-  /// the result's terms (B + z over |q - z|), well inside fp32 for a bf16 output; fp16's magic
-  /// number (1024 over the even tiles' codes) would make them 130 times, so fp16 subtracts per code.
-  static constexpr bool kColumnSums = kBits == 4 && !kFp16;
-  /// tile t's codes come out times factor(t): fp16 takes the odd tiles' nibbles where they lie
-  CUTE_HOST_DEVICE static constexpr float factor(int t) { return kBits == 4 && kFp16 && t % 2 ? 16.f : 1.f; }
-  /// -(kBase + factor * z): a packed pair of Element, or (through fp32, or kColumnSums) a float
+  /// 4-bit codes stay biased, kBase + kStep q (bf16 128 + q, fp16 1 + q / 64): the mma sums them
+  /// times a, and the kernel subtracts (kBase + kStep z) times the activation's column sums (one
+  /// more mma a k16 step) when it applies the group scale, in place of a packed add per pair of
+  /// codes. The partial sums are then about 17 (bf16) or 9 (fp16) times the result's terms
+  /// ((kBase + kStep z) / (kStep |q - z|)), well inside fp32 for a 16-bit output; fp16's 1024 + q
+  /// would make them 130 times.
+  static constexpr bool kColumnSums = kBits == 4;
+  static constexpr float kBase = kThroughFloat ? 8388608.f : (kColumnSums ? (kFp16 ? 1.f : 128.f) : 1024.f);
+  static constexpr float kStep = kColumnSums && kFp16 ? 1.f / 64 : 1.f;
+  /// -(kBase + kStep z): a packed pair of Element, or (through fp32, or kColumnSums) a float
   using Offset = std::conditional_t<kThroughFloat || kColumnSums, float, uint32_t>;
 
-  CUTE_DEVICE static Offset offset(int t, float zero) {
-    float const v = -fmaf(factor(t), zero, kBase);  // exact: an integer below 2^11 (or 2^23 + 255)
+  CUTE_DEVICE static Offset offset(float zero) {
+    float const v = -fmaf(kStep, zero, kBase);  // exact: a multiple of kStep below 2^11 (or 2^23 + 255)
     if constexpr (kThroughFloat || kColumnSums) {
       return v;
-    } else if constexpr (kFp16) {
-      __half2 const h = __floats2half2_rn(v, v);
-      return reinterpret_cast<uint32_t const&>(h);
     } else {
-      __nv_bfloat162 const h = __floats2bfloat162_rn(v, v);
+      __half2 const h = __floats2half2_rn(v, v);  // (fp16 8-bit codes)
       return reinterpret_cast<uint32_t const&>(h);
     }
   }
 
-  /// x + offset, exact (kColumnSums: x)
+  /// x + offset, exact (fp16 8-bit codes)
   CUTE_DEVICE static uint32_t add(uint32_t x, Offset offset) {
-    if constexpr (kColumnSums) {
-      return x;
-    } else if constexpr (kFp16) {
-      __half2 const r = __hadd2(reinterpret_cast<__half2 const&>(x), reinterpret_cast<__half2 const&>(offset));
-      return reinterpret_cast<uint32_t const&>(r);
-    } else {
-      __nv_bfloat162 const r = __hfma2(reinterpret_cast<__nv_bfloat162 const&>(x), __float2bfloat162_rn(1.f),
-                                       reinterpret_cast<__nv_bfloat162 const&>(offset));
-      return reinterpret_cast<uint32_t const&>(r);
-    }
+    __half2 const r = __hadd2(reinterpret_cast<__half2 const&>(x), reinterpret_cast<__half2 const&>(offset));
+    return reinterpret_cast<uint32_t const&>(r);
   }
 
   /// off[t][h]: the offset of tile t's rows g (h = 0) and g + 8 (h = 1)
   CUTE_DEVICE static void convert(uint32_t const (&w)[kWords], Offset const (&off)[4][2], uint32_t (&a)[4][4]) {
     if constexpr (kBits == 4) {
-      constexpr uint32_t kMagic = kFp16 ? 0x64006400u : 0x43004300u;
       CUTE_UNROLL
       for (int i = 0; i < 4; ++i) {  // word i: tiles 2 (i / 2) and 2 (i / 2) + 1, registers 2 (i % 2) + {0, 1}
         int const t = 2 * (i / 2), h = 2 * (i % 2);
-        uint32_t const x = w[i], x8 = x >> 8;
-        a[t][h] = add(lop3_and_or(x, 0x000f000fu, kMagic), off[t][0]);
-        a[t][h + 1] = add(lop3_and_or(x8, 0x000f000fu, kMagic), off[t][1]);
-        if constexpr (kFp16) {  // 1024 + 16 q: fp16 has room for the code 4 bits up
-          a[t + 1][h] = add(lop3_and_or(x, 0x00f000f0u, kMagic), off[t + 1][0]);
-          a[t + 1][h + 1] = add(lop3_and_or(x8, 0x00f000f0u, kMagic), off[t + 1][1]);
-        } else {  // bf16's 7 mantissa bits do not: shift the code down
-          a[t + 1][h] = add(lop3_and_or(x >> 4, 0x000f000fu, kMagic), off[t + 1][0]);
-          a[t + 1][h + 1] = add(lop3_and_or(x >> 12, 0x000f000fu, kMagic), off[t + 1][1]);
+        uint32_t const x = w[i];
+        if constexpr (kFp16) {  // 1 + q / 64: each code at bits 4-7 under 1.0 (0x3C00)
+          constexpr uint32_t kMask = 0x00f000f0u, kOne = 0x3C003C00u;
+          a[t][h] = lop3_and_or(x << 4, kMask, kOne);
+          a[t][h + 1] = lop3_and_or(x >> 4, kMask, kOne);
+          a[t + 1][h] = lop3_and_or(x, kMask, kOne);
+          a[t + 1][h + 1] = lop3_and_or(x >> 8, kMask, kOne);
+        } else {  // 128 + q: each code at bits 0-3 under 128 (0x4300)
+          constexpr uint32_t kMask = 0x000f000fu, kMagic = 0x43004300u;
+          a[t][h] = lop3_and_or(x, kMask, kMagic);
+          a[t][h + 1] = lop3_and_or(x >> 8, kMask, kMagic);
+          a[t + 1][h] = lop3_and_or(x >> 4, kMask, kMagic);
+          a[t + 1][h + 1] = lop3_and_or(x >> 12, kMask, kMagic);
         }
       }
     } else {
@@ -300,9 +291,9 @@ struct MixedInputKernel {
         CUTE_UNROLL
         for (int h = 0; h < 2; ++h) {
           uint32_t const at = scales + (row * TileN + n_local + 16 * t + 8 * h) * 2;
-          this->scale[t][h] = to_float<Element>(lds16(at)) * (1.f / Cvt::factor(t));
+          this->scale[t][h] = to_float<Element>(lds16(at)) * (1.f / Cvt::kStep);
           if constexpr (kGroupZeros) {
-            this->offset[t][h] = Cvt::offset(t, to_float<Element>(lds16(at + kScaleBytes)));
+            this->offset[t][h] = Cvt::offset(to_float<Element>(lds16(at + kScaleBytes)));
           }
         }
       }
@@ -369,7 +360,7 @@ struct MixedInputKernel {
     if constexpr (!kGroupZeros) {  // a fixed zero point: the offsets are constants
       CUTE_UNROLL
       for (int t = 0; t < 4; ++t) {
-        r.offset[t][0] = r.offset[t][1] = Cvt::offset(t, float(Weight::kZeroPoint));
+        r.offset[t][0] = r.offset[t][1] = Cvt::offset(float(Weight::kZeroPoint));
       }
     }
     for (WorkSegment seg; segments.next(seg);) {

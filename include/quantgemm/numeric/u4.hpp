@@ -86,6 +86,11 @@ struct Bits16<cutlass::bfloat16_t> {
   static constexpr uint32_t kMinusOne = 0xBF80BF80u;  // {-1, -1}
   static constexpr uint32_t kMinusMagic = 0xC300C300u;
   static constexpr uint32_t kU4b8Offset = 0xC308C308u;  // {-136, -136}: -(128 + 8)
+  // the column-sum path's codes: kSumBias + kSumStep q, the code kSumShift bits up under kSumMagic
+  static constexpr uint32_t kSumMagic = kMagic;
+  static constexpr int kSumShift = 0;
+  static constexpr float kSumBias = kMagicValue;
+  static constexpr float kSumStep = 1.f;
   CUTE_DEVICE static Pair fma(Pair a, Pair b, Pair c) { return __hfma2(a, b, c); }
   CUTE_DEVICE static Pair mul(Pair a, Pair b) { return __hmul2(a, b); }
 };
@@ -99,6 +104,13 @@ struct Bits16<cutlass::half_t> {
   static constexpr uint32_t kMinusOne = 0xBC00BC00u;
   static constexpr uint32_t kMinusMagic = 0xE400E400u;
   static constexpr uint32_t kU4b8Offset = 0xE408E408u;  // {-1032, -1032}: -(1024 + 8)
+  // the column-sum path's codes: 1 + q / 64, the code 4 bits up under 1.0, so that the partial sums
+  // are about 9 (1 + z / 64) / (|q - z| / 64) times the result's terms, where 1024 + q would make
+  // them 130 times
+  static constexpr uint32_t kSumMagic = kOne;
+  static constexpr int kSumShift = 4;
+  static constexpr float kSumBias = 1.f;
+  static constexpr float kSumStep = 1.f / 64;
   CUTE_DEVICE static Pair fma(Pair a, Pair b, Pair c) { return __hfma2(a, b, c); }
   CUTE_DEVICE static Pair mul(Pair a, Pair b) { return __hmul2(a, b); }
 };
@@ -127,11 +139,14 @@ struct Convert4Bit {
     return B::fma(bits_as<Pair>(biased_pair(word, i)), bits_as<Pair>(B::kOne), offset);
   }
 
-  /// out[i] = biased_pair(word, i): the codes under the magic number, for the column-sum path.
+  /// out[i] = {B::kSumBias + B::kSumStep v[2i], ...}, exact: the codes for the column-sum path, one
+  /// LOP3 a pair (and the shifts).
   CUTE_DEVICE static void biased(uint32_t word, uint32_t (&out)[4]) {
+    constexpr int up = B::kSumShift;
     CUTE_UNROLL
     for (int i = 0; i < 4; ++i) {
-      out[i] = biased_pair(word, i);
+      uint32_t const w = 4 * i <= up ? word << (up - 4 * i) : word >> (4 * i - up);
+      out[i] = lop3_and_or(w, kMask << up, B::kSumMagic);
     }
   }
 

@@ -14,8 +14,8 @@
     2 LOP3, 3 shifts. The group scale is not folded into the e4m3 value (three mantissa bits would
     round it); the mainloop applies it to fp32 partial sums (collective/sm90_mma_w4a8.hpp).
 
-    The 8-token tiles take the same codes as exact fp16 values instead (to_f16), for mma.sync on the
-    16-bit tensor core.
+    The 8-token tiles take the same codes as fp16 values 1 + q / 64 instead (to_f16_biased), for
+    mma.sync on the 16-bit tensor core.
 */
 #pragma once
 
@@ -43,20 +43,22 @@ struct Convert4BitE4m3 {
     hi = prmt(prmt(kNonNegative0, kNonNegative1, index_hi), prmt(kNegative0, kNegative1, index_hi), select >> 16);
   }
 
-  /// The same word as the exact fp16 values q - 8 of an m16n8k16 A fragment (the 8-token tiles'
-  /// mma.sync on the 16-bit tensor core): a = {nibbles 0-1, 4-5, 2-3, 6-7} (rows g, g + 8, g, g + 8
-  /// at k 4 q, 4 q + 1 | 4 q + 2, 4 q + 3 of the word's k16 step). Per pair a PRMT puts nibble 2 p
-  /// in the low half and, from the word shifted by 4, nibble 2 p + 1 in the high half, a LOP3 keeps
-  /// them under fp16's magic number (1024 + q exactly) and a packed subtract of 1032 leaves q - 8:
-  /// per word 1 shift, 4 PRMT, 4 LOP3, 4 HADD2.
-  CUTE_DEVICE static void to_f16(uint32_t word, uint32_t (&a)[4]) {
-    constexpr uint32_t kSelect[4] = {0x0400u, 0x0602u, 0x0501u, 0x0703u};
-    uint32_t const shifted = word >> 4;
+  /// The same word as fp16 values of an m16n8k16 A fragment (the 8-token tiles' mma.sync on the
+  /// 16-bit tensor core): a = {nibbles 0-1, 4-5, 2-3, 6-7} (rows g, g + 8, g, g + 8 at k 4 q,
+  /// 4 q + 1 | 4 q + 2, 4 q + 3 of the word's k16 step), each value 1 + q / 64 exactly: fp16's 1.0
+  /// with the code in mantissa bits 4-7. Per pair a PRMT puts, as the high nibble of a byte, nibble
+  /// 2 p in the low half (from the word shifted up by 4) and nibble 2 p + 1 in the high half, and a
+  /// LOP3 keeps those nibbles under 1.0's bits: per word 1 shift, 4 PRMT, 4 LOP3. The mainloop takes
+  /// the bias off with the activation's column sums (kBias), after the mma, in fp32.
+  static constexpr float kBias = 1.f;        ///< value = kBias + q * kStep
+  static constexpr float kStep = 1.f / 64;
+  CUTE_DEVICE static void to_f16_biased(uint32_t word, uint32_t (&a)[4]) {
+    constexpr uint32_t kSelect[4] = {0x0004u, 0x0206u, 0x0105u, 0x0307u};
+    uint32_t const shifted = word << 4;
     CUTE_UNROLL
     for (int r = 0; r < 4; ++r) {
-      uint32_t x = prmt(word, shifted, kSelect[r]);
-      asm("lop3.b32 %0, %1, %2, %3, 0xEA;\n" : "=r"(x) : "r"(x), "r"(0x000F000Fu), "r"(0x64006400u));  // (x & b) | c
-      asm("sub.f16x2 %0, %1, %2;\n" : "=r"(a[r]) : "r"(x), "r"(0x64086408u));                           // - 1032
+      uint32_t const x = prmt(word, shifted, kSelect[r]);
+      asm("lop3.b32 %0, %1, %2, %3, 0xEA;\n" : "=r"(a[r]) : "r"(x), "r"(0x00F000F0u), "r"(0x3C003C00u));  // (x & b) | c
     }
   }
 };
