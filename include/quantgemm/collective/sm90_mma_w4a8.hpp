@@ -211,8 +211,8 @@ struct Sm90MmaW4A8 : Sm90W4A8Tile<ElementOut_, TileN_, TileM_> {
   // the activation's columns, and when the stage's fp32 partial sums are added in, (1 + 8 / 64)
   // times those sums come off before the group scale (times 64): the 16-bit mainloop's column sums
   // (collective/mma_sync_group_partials.hpp), with the code 4 bits up under fp16's 1.0 where bf16
-  // puts it under 128, so that the partial sums are about 16 times the result's terms, not the 130
-  // times that 1024 + q would give. (mma.sync on e4m3 is itself an unpack to fp16 and two HMMA on
+  // puts it under 128, so that the partial sums are about 9 times the result's terms
+  // ((1 + 8 / 64) / (|q - 8| / 64)), not the 130 times that 1024 + q would give. (mma.sync on e4m3 is itself an unpack to fp16 and two HMMA on
   // sm_90: SASS.)
   static constexpr bool kSyncMma = sm90_sync_mma(TileM);
   using SyncPartials = GroupPartials<kBlocksN, 1, true, float, 2>;  // partial sums for alternate k16 steps

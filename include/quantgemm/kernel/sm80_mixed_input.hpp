@@ -13,9 +13,9 @@
     4-bit codes stay biased, b + f q with one LOP3 per pair: bf16 128 + q, fp16 1 + q / 64 (the
     code 4 bits up under 1.0); one more mma a k16 step sums the activation's columns, of which
     (b + f z) times come off when the group ends (Codes::kColumnSums). 8-bit codes go through one
-    PRMT a pair (fp16, under 1024) or through fp32 (bf16), and one packed add subtracts 1024 + z:
-    exact integers q - z. The mma sums them into fp32 partials per group; when a group ends,
-    acc += (s / f) * partial: one FMA per accumulator and group in place of a packed multiply per
+    PRMT a pair under 1024 (fp16) or through fp32 (bf16, 2^23 + q), and lose 1024 + z (2^23 + z)
+    exactly: integers q - z (f = 1). The mma sums them into fp32 partials per group; when a group
+    ends, acc += (s / f) * partial: one FMA per accumulator and group in place of a packed multiply per
     pair of codes, and the weight is s (q - z) unrounded
     (reference.mm_quantized(..., exact_weight=True)).
 

@@ -105,7 +105,7 @@ struct Bits16<cutlass::half_t> {
   static constexpr uint32_t kMinusMagic = 0xE400E400u;
   static constexpr uint32_t kU4b8Offset = 0xE408E408u;  // {-1032, -1032}: -(1024 + 8)
   // the column-sum path's codes: 1 + q / 64, the code 4 bits up under 1.0, so that the partial sums
-  // are about 9 (1 + z / 64) / (|q - z| / 64) times the result's terms, where 1024 + q would make
+  // are about (1 + z / 64) / (|q - z| / 64), 9 times the result's terms, where 1024 + q would make
   // them 130 times
   static constexpr uint32_t kSumMagic = kOne;
   static constexpr int kSumShift = 4;
