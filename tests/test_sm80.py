@@ -152,11 +152,12 @@ def test_heuristic_matches_reference_on_a_large_layer(weight_type, dtype, m):
 
 
 @requires_sm80
-@pytest.mark.parametrize("dtype", DTYPES, ids=["bf16", "fp16"])
-@pytest.mark.parametrize("weight_type", ["u4b8", "u4"])
+@pytest.mark.parametrize("weight_type,dtype", [("u4b8", torch.bfloat16), ("u4", torch.bfloat16),
+                                               ("u4b8", torch.float16), ("u4", torch.float16),
+                                               ("u8b128", torch.float16), ("u8", torch.float16)])
 def test_activations_far_from_zero_mean(weight_type, dtype):
-    # 4-bit codes sum (b + f q) a and subtract (b + f z) sum(a) per group (bf16 128 + q, fp16
-    # 1 + q / 64; docs/kernel.md): an activation whose mean dominates it makes that cancellation largest
+    # codes sum (b + f q) a and subtract (b + f z) sum(a) per group (bf16 128 + q, fp16 1 + q / 64
+    # or 1024 + q; docs/kernel.md): an activation whose mean dominates it makes that cancellation largest
     sm80_schedules(weight_type, dtype)
     k = 14336
     a = torch.randn(33, k, device="cuda", dtype=dtype) * 0.25 + 2.0

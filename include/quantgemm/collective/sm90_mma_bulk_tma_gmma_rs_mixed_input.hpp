@@ -299,12 +299,13 @@ struct Sm90MmaBulkTmaGmmaRsMixedInput : Sm90MixedInputTile<Weight, ElementA_, Ti
   // time, with no warpgroup batch to wait for and no second A-register buffer.
   // The group scales then go onto fp32 partial sums, once per scale row
   // (collective/mma_sync_group_partials.hpp): the codes need no packed multiply, and 4-bit codes
-  // stay biased (bf16 128 + q, fp16 1 + q / 64: Bits16's kSum constants) with the activation's
-  // column sums taking the bias and zero point off (one LOP3 a pair of codes in all). The weight is
-  // s (q - z) unrounded, as in the sm80 kernels.
+  // stay biased (bf16 128 + q, fp16 1 + q / 64), and so do 8-bit codes under fp16 (1024 + q: the
+  // converters' kSum constants), with the activation's column sums taking the bias and zero point
+  // off (one LOP3 or PRMT a pair of codes in all). The weight is s (q - z) unrounded, as in the
+  // sm80 kernels.
   static constexpr bool kSyncMma = sm90_sync_mma(TileM);
   static constexpr int kSyncSets = 2;  // partial sums per block row, for alternate k16 steps
-  static constexpr bool kColumnSums = Weight::kBits == 4;
+  static constexpr bool kColumnSums = Convert::kColumnSums;
   using SyncOffset = cute::conditional_t<kColumnSums, float, typename Convert::Offset>;
   using Partials = GroupPartials<kBlocksN, 1, kColumnSums, SyncOffset, kSyncSets>;
 
@@ -322,13 +323,13 @@ struct Sm90MmaBulkTmaGmmaRsMixedInput : Sm90MixedInputTile<Weight, ElementA_, Ti
         if constexpr (kColumnSums) {
           // (kSumBias + kSumStep q) - (kSumBias + kSumStep z) = kSumStep (q - z)
           if constexpr (kGroupZeros) {
-            r.offset[blk][h] = -(Convert::B::kSumBias + Convert::B::kSumStep * to_float<ElementA>(zeros[x]));
+            r.offset[blk][h] = -(Convert::kSumBias + Convert::kSumStep * to_float<ElementA>(zeros[x]));
           } else {
-            constexpr float kOffset = -(Convert::B::kSumBias + Convert::B::kSumStep * Weight::kZeroPoint);
+            constexpr float kOffset = -(Convert::kSumBias + Convert::kSumStep * Weight::kZeroPoint);
             r.offset[blk][h] = kOffset;
           }
-          if constexpr (Convert::B::kSumStep != 1.f) {
-            r.scale[blk][h] *= 1.f / Convert::B::kSumStep;
+          if constexpr (Convert::kSumStep != 1.f) {
+            r.scale[blk][h] *= 1.f / Convert::kSumStep;
           }
         } else if constexpr (kGroupZeros) {
           r.offset[blk][h] = Convert::offset_of(zeros[x]);
@@ -394,8 +395,10 @@ struct Sm90MmaBulkTmaGmmaRsMixedInput : Sm90MixedInputTile<Weight, ElementA_, Ti
             for (int blk = 0; blk < kBlocksN; ++blk) {
               SyncOffset const offset[4] = {r.offset[blk][0], r.offset[blk][1], r.offset[blk][0], r.offset[blk][1]};
               uint32_t a[4];
-              if constexpr (kColumnSums) {
+              if constexpr (kColumnSums && Weight::kBits == 4) {
                 Convert::biased(words[blk][j], a);
+              } else if constexpr (kColumnSums) {
+                Convert::biased(words[blk][2 * j], words[blk][2 * j + 1], a);
               } else if constexpr (Weight::kBits == 4) {
                 Convert::exact(words[blk][j], offset, a);
               } else {

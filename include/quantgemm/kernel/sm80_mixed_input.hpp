@@ -10,12 +10,12 @@
     rows (TileN = 64 WarpsN) times WarpsK along each 64-deep stage's four k16 steps, whose
     partial sums meet in shared memory at the end of a tile.
 
-    4-bit codes stay biased, b + f q with one LOP3 per pair: bf16 128 + q, fp16 1 + q / 64 (the
-    code 4 bits up under 1.0); one more mma a k16 step sums the activation's columns, of which
-    (b + f z) times come off when the group ends (Codes::kColumnSums). 8-bit codes go through one
-    PRMT a pair under 1024 (fp16) or through fp32 (bf16, 2^23 + q), and lose 1024 + z (2^23 + z)
-    exactly: integers q - z (f = 1). The mma sums them into fp32 partials per group; when a group
-    ends, acc += (s / f) * partial: one FMA per accumulator and group in place of a packed multiply per
+    Codes stay biased, b + f q, one LOP3 (4-bit) or PRMT (8-bit under fp16) a pair: bf16 128 + q,
+    fp16 1 + q / 64 (4-bit codes 4 bits up under 1.0) or 1024 + q (8-bit); one more mma a k16 step
+    sums the activation's columns, of which (b + f z) times come off when the group ends
+    (Codes::kColumnSums). 8-bit codes under bf16 go through fp32 (2^23 + q) and lose 2^23 + z there,
+    exactly (f = 1). The mma sums them into fp32 partials per group; when a group ends,
+    acc += (s / f) * partial: one FMA per accumulator and group in place of a packed multiply per
     pair of codes, and the weight is s (q - z) unrounded
     (reference.mm_quantized(..., exact_weight=True)).
 
@@ -56,40 +56,27 @@ CUTE_DEVICE void cp_async_wait() {
 }
 
 /// The codes of one lane's k16 step (layout/prepacked_b_sm80.hpp) -> the A fragments of its four
-/// m16 tiles: exact integers q - z in Element, or (kColumnSums) kBase + kStep q.
+/// m16 tiles: (kColumnSums) kBase + kStep q, or (8-bit codes under bf16) exact integers q - z.
 template <class Weight, class Element>
 struct Codes {
   static constexpr bool kFp16 = std::is_same_v<Element, cutlass::half_t>;
   static constexpr int kBits = Weight::kBits;
   static constexpr int kWords = kBits == 4 ? 4 : 8;
-  /// 8-bit codes into bf16 go through fp32 (2^23 + q); the others sit under a 16-bit magic number
+  /// 8-bit codes into bf16 go through fp32 (2^23 + q): bf16's mantissa holds no biased 8-bit code
   static constexpr bool kThroughFloat = kBits == 8 && !kFp16;
-  /// 4-bit codes stay biased, kBase + kStep q (bf16 128 + q, fp16 1 + q / 64): the mma sums them
-  /// times a, and the kernel subtracts (kBase + kStep z) times the activation's column sums (one
-  /// more mma a k16 step) when it applies the group scale, in place of a packed add per pair of
-  /// codes. The partial sums are then about 17 (bf16) or 9 (fp16) times the result's terms
-  /// ((kBase + kStep z) / (kStep |q - z|)), well inside fp32 for a 16-bit output; fp16's 1024 + q
-  /// would make them 130 times.
-  static constexpr bool kColumnSums = kBits == 4;
-  static constexpr float kBase = kThroughFloat ? 8388608.f : (kColumnSums ? (kFp16 ? 1.f : 128.f) : 1024.f);
-  static constexpr float kStep = kColumnSums && kFp16 ? 1.f / 64 : 1.f;
-  /// -(kBase + kStep z): a packed pair of Element, or (through fp32, or kColumnSums) a float
-  using Offset = std::conditional_t<kThroughFloat || kColumnSums, float, uint32_t>;
+  /// The other codes stay biased, kBase + kStep q (bf16 128 + q; fp16 1 + q / 64 for 4-bit codes,
+  /// 1024 + q for 8-bit ones): the mma sums them times a, and the kernel subtracts (kBase + kStep z)
+  /// times the activation's column sums (one more mma a k16 step) when it applies the group scale,
+  /// in place of a packed add per pair of codes. The partial sums are then about 17 (bf16), 9 or 18
+  /// (fp16) times the result's terms ((kBase + kStep z) / (kStep |q - z|)), well inside fp32 for a
+  /// 16-bit output; 4-bit codes as fp16's 1024 + q would make them 130 times.
+  static constexpr bool kColumnSums = !kThroughFloat;
+  static constexpr float kBase = kThroughFloat ? 8388608.f : (kFp16 ? (kBits == 4 ? 1.f : 1024.f) : 128.f);
+  static constexpr float kStep = kBits == 4 && kFp16 ? 1.f / 64 : 1.f;
+  using Offset = float;  ///< -(kBase + kStep z)
 
   CUTE_DEVICE static Offset offset(float zero) {
-    float const v = -fmaf(kStep, zero, kBase);  // exact: a multiple of kStep below 2^11 (or 2^23 + 255)
-    if constexpr (kThroughFloat || kColumnSums) {
-      return v;
-    } else {
-      __half2 const h = __floats2half2_rn(v, v);  // (fp16 8-bit codes)
-      return reinterpret_cast<uint32_t const&>(h);
-    }
-  }
-
-  /// x + offset, exact (fp16 8-bit codes)
-  CUTE_DEVICE static uint32_t add(uint32_t x, Offset offset) {
-    __half2 const r = __hadd2(reinterpret_cast<__half2 const&>(x), reinterpret_cast<__half2 const&>(offset));
-    return reinterpret_cast<uint32_t const&>(r);
+    return -fmaf(kStep, zero, kBase);  // exact: a multiple of kStep below 2^11 (or 2^23 + 255)
   }
 
   /// off[t][h]: the offset of tile t's rows g (h = 0) and g + 8 (h = 1)
@@ -118,8 +105,8 @@ struct Codes {
       for (int i = 0; i < 8; ++i) {  // word i: tile i / 2, registers 2 (i % 2) + {0, 1}
         int const t = i / 2, h = 2 * (i % 2);
         if constexpr (kFp16) {  // bytes {0, 1} and {2, 3} under 0x64: 1024 + q
-          a[t][h] = add(prmt(w[i], 0x64646464u, 0x7170u), off[t][0]);
-          a[t][h + 1] = add(prmt(w[i], 0x64646464u, 0x7372u), off[t][1]);
+          a[t][h] = prmt(w[i], 0x64646464u, 0x7170u);
+          a[t][h + 1] = prmt(w[i], 0x64646464u, 0x7372u);
         } else {  // 2^23 + q in fp32, minus 2^23 + z, two packed into bf16x2 (exact: |q - z| < 256)
           CUTE_UNROLL
           for (int p = 0; p < 2; ++p) {

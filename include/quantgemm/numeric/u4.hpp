@@ -125,6 +125,10 @@ struct Convert4Bit {
   using Pair = typename B::Pair;
   using Offset = Pair;  ///< {-(M + zero), -(M + zero)}
   static constexpr uint32_t kMask = 0x000f000fu;
+  /// the mma.sync tiles' column-sum path: biased() gives kSumBias + kSumStep q
+  static constexpr bool kColumnSums = true;
+  static constexpr float kSumBias = B::kSumBias;
+  static constexpr float kSumStep = B::kSumStep;
 
   template <class T>
   CUTE_DEVICE static T bits_as(uint32_t bits) {

@@ -85,11 +85,28 @@ struct Convert8Bit<cutlass::half_t> : Convert8BitWords<Convert8Bit<cutlass::half
     return reinterpret_cast<T const&>(bits);
   }
 
+  /// The pair of values {2r, 2r + 1} of the words under 1024: {1024 + q, 1024 + q'}, exact.
+  CUTE_DEVICE static uint32_t biased_pair(uint32_t const (&words)[2], int r) {
+    // bytes {2r, 2r + 1} % 4 of the word, each under 0x64
+    return prmt(words[r / 2], kMagicBytes, (r % 2) ? 0x7372u : 0x7170u);
+  }
+
   /// The pair of values {2r, 2r + 1} of the words, minus their zero point: exact.
   CUTE_DEVICE static Pair exact_pair(uint32_t const (&words)[2], int r, Offset offset) {
-    // bytes {2r, 2r + 1} % 4 of the word, each under 0x64: {1024 + q, 1024 + q'}
-    uint32_t const selector = (r % 2) ? 0x7372u : 0x7170u;
-    return __hfma2(bits_as<Pair>(prmt(words[r / 2], kMagicBytes, selector)), bits_as<Pair>(B::kOne), offset);
+    return __hfma2(bits_as<Pair>(biased_pair(words, r)), bits_as<Pair>(B::kOne), offset);
+  }
+
+  /// the mma.sync tiles' column-sum path: out[r] = biased_pair(r), 1024 + q (one PRMT a pair; the
+  /// partial sums are then about 18 times the result's terms, (1024 + z) / |q - z|)
+  static constexpr bool kColumnSums = true;
+  static constexpr float kSumBias = 1024.f;
+  static constexpr float kSumStep = 1.f;
+  CUTE_DEVICE static void biased(uint32_t word0, uint32_t word1, uint32_t (&out)[4]) {
+    uint32_t const words[2] = {word0, word1};
+    CUTE_UNROLL
+    for (int r = 0; r < 4; ++r) {
+      out[r] = biased_pair(words, r);
+    }
   }
 
   /// The offset of a zero point given as the bit pattern of an fp16 integer (low half).
@@ -104,6 +121,7 @@ template <>
 struct Convert8Bit<cutlass::bfloat16_t> : Convert8BitWords<Convert8Bit<cutlass::bfloat16_t>> {
   using Pair = __nv_bfloat162;
   using Offset = float;  ///< -(2^23 + zero)
+  static constexpr bool kColumnSums = false;  ///< (bf16 holds no biased 8-bit code)
   static constexpr uint32_t kMagicBytes = 0x4B000000u;  // fp32 2^23: its low 23 bits hold a code exactly
   static constexpr float kU8b128Offset = -8388736.0f;   // -(2^23 + 128)
 
