@@ -85,6 +85,27 @@ def test_from_gptq_act_order(device, symmetric):
     assert torch.equal(r(x.to(device)), y)
 
 
+@pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=requires_hopper)])
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.float8_e4m3fn], ids=["bf16", "fp16", "e4m3"])
+def test_gather_columns_is_index_select(device, dtype):
+    """The act-order gather (mixed_input.gather_columns): quantgemm's kernel on a GPU, index_select
+    elsewhere and for what the kernel does not take (a column stride, a K off 8), bit for bit."""
+    from quantgemm.mixed_input import gather_columns
+
+    def bits(x):  # (fp8 compared as its bytes)
+        return x.view(torch.uint8) if x.element_size() == 1 else x.view(torch.int16)
+
+    k = 1032
+    perm = torch.randperm(k, generator=torch.Generator().manual_seed(1)).to(device)
+    wide = torch.randn(37, k + 24).to(dtype).to(device)
+    for a in (wide[:, :k], wide[:1, 8:8 + k], wide[:0, :k], wide[:, :k].t().contiguous().t(),
+              torch.randn(3, 12).to(dtype).to(device)):
+        p = perm if a.shape[1] == k else torch.randperm(12).to(device)
+        got = gather_columns(a, p)
+        assert got.dtype == dtype and got.shape == a.shape
+        assert torch.equal(bits(got), bits(a).index_select(1, p))
+
+
 def test_prepack_refuses_a_perm_that_is_not_a_permutation():
     codes = torch.zeros(128, 64, dtype=torch.uint8)
     with pytest.raises(ValueError, match="perm must be a permutation of 0..63"):

@@ -17,6 +17,7 @@
 #include "quantgemm/kernel/timeline.hpp"
 #include "quantgemm/launch/dispatch.hpp"
 #include "quantgemm/launch/prepack_b.hpp"
+#include "quantgemm/launch/gather_columns.hpp"
 #include "quantgemm/launch/quantize_fp8.hpp"
 #include "quantgemm/launch/stream_read.hpp"
 
@@ -246,6 +247,14 @@ void quantize_fp8_rows(uintptr_t x, bool x_is_fp16, int64_t ldx, int M, int K, u
                      "quantize_fp8");
 }
 
+void gather_columns_rows(uintptr_t x, int element_bytes, int64_t ldx, int M, int K, uintptr_t perm, uintptr_t out,
+                         int64_t ldo, int device, uintptr_t stream) {
+  DeviceGuard guard(device);
+  DeviceGuard::check(gather_columns(ptr<void const>(x), element_bytes, ldx, M, K, ptr<int64_t const>(perm),
+                                    ptr<void>(out), ldo, stream_of(stream)),
+                     "gather_columns");
+}
+
 void stream_read_probe(uintptr_t src, int64_t bytes, uintptr_t sink, int device, uintptr_t stream) {
   DeviceGuard guard(device);
   DeviceGuard::check(stream_read(ptr<void const>(src), bytes, ptr<uint32_t>(sink), stream_of(stream)), "stream_read");
@@ -302,4 +311,5 @@ NB_MODULE(_C, m) {
   m.def("stream_k_ranges", &stream_k_ranges, nb::arg("tiles_n"), nb::arg("tiles_m"), nb::arg("iters"), nb::arg("ctas"),
         nb::arg("min_sk_iters"), nb::arg("chain"), nb::arg("dp_slack") = 0);
   m.def("quantize_fp8", &quantize_fp8_rows);
+  m.def("gather_columns", &gather_columns_rows);
 }

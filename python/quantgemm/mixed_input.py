@@ -455,6 +455,29 @@ def check_mm_args(a: torch.Tensor, b: PrepackedWeight, group_scales: torch.Tenso
     return family, m, n
 
 
+def gather_columns(a: torch.Tensor, perm: torch.Tensor) -> torch.Tensor:
+    """a.index_select(1, perm): the activation's columns in the order of a GPTQ act-order weight. On
+    a GPU, rows of bf16, fp16 or e4m3 with unit column stride (and K a multiple of 8) take one kernel
+    of quantgemm's, which lets the GEMM launched after it start streaming its weight while it gathers
+    (programmatic dependent launch); anything else takes torch's index_select."""
+    m, k = a.shape
+    if not (a.is_cuda and a.dtype in _GATHERED and k % 8 == 0 and a.stride(1) == 1 and (m <= 1 or a.stride(0) >= k)
+            and perm.is_cuda and perm.get_device() == a.get_device() and perm.dtype == torch.int64
+            and perm.shape == (k,) and perm.is_contiguous() and perm.data_ptr() % 16 == 0):
+        if a.dtype == torch.float8_e4m3fn:  # (torch's gathers of fp8 as the bytes they are)
+            return a.view(torch.uint8).index_select(1, perm).view(a.dtype)
+        return a.index_select(1, perm)
+    out = torch.empty((m, k), dtype=a.dtype, device=a.device)
+    index = a.get_device()
+    native().gather_columns(a.data_ptr(), a.element_size(), a.stride(0) if m > 1 else k, m, k, perm.data_ptr(),
+                            out.data_ptr(), k, index, torch._C._cuda_getCurrentRawStream(index))
+    return out
+
+
+#: the activation dtypes gather_columns takes its kernel for
+_GATHERED = (torch.bfloat16, torch.float16, torch.float8_e4m3fn)
+
+
 def _not_built(family: str) -> str:
     return (f"this build has no {family} kernels (a subset build; a default one has them, or add "
             f"-Ccmake.define.QUANTGEMM_SCHEDULES=\"...;{family}\")")
@@ -482,7 +505,8 @@ def mm(a: torch.Tensor, b: PrepackedWeight, group_scales: torch.Tensor, group_si
     apply the scale to fp32 partial sums instead (exact_weight tells which).
     channel_scales, token_scales: optional fp32 [N] and [M], contiguous: the fp32 sum is multiplied
     by channel_scales[n] * token_scales[m] before its one rounding to a's dtype.
-    An act-order weight (prepack_b(..., perm=...)) costs one gather of a's columns (M x K) per call.
+    An act-order weight (prepack_b(..., perm=...)) costs one gather of a's columns (M x K) per call
+    (gather_columns: a kernel that the GEMM overlaps).
     W4A8: with b prepacked in the "sm90_e4m3" layout (u4b8), a is torch.float8_e4m3fn (K and the row
     stride multiples of 16; quantize.quantize_fp8 gives it and its per-token scales, to pass as
     token_scales), group_size a multiple of 128 or -1, and group_scales, out and the result are
@@ -501,7 +525,7 @@ def mm(a: torch.Tensor, b: PrepackedWeight, group_scales: torch.Tensor, group_si
     _checks.same_device("b", b.data, index)
     if b.perm is not None:  # act-order: the activation's columns in the weight's order (an M x K gather)
         _checks.same_device("b.perm", b.perm, index)
-        a = a.index_select(1, b.perm)
+        a = gather_columns(a, b.perm)
     _checks.same_device("group_scales", group_scales, index)
     if group_zeros is not None:
         _checks.same_device("group_zeros", group_zeros, index)

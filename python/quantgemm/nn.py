@@ -10,7 +10,7 @@ import torch
 from . import block_scaled, checkpoint, ops, scaled
 from .models import unsupported_reason
 from .mixed_input import (BITS, E4M3, WEIGHT_TYPES, ZERO_POINTS, PrepackedWeight, _padded, check_layout_takes,
-                          default_layout, mm, prepack_b, unpack_b)
+                          default_layout, gather_columns, mm, prepack_b, unpack_b)
 from .quantize import QUANTIZERS, group_count, quantize_fp8, quantize_fp8_blocks, quantize_fp8_groups, quantize_int8
 
 
@@ -124,11 +124,11 @@ class QuantLinear(torch.nn.Module):
             raise ValueError(f"x must have {self.in_features} features in its last dimension, got shape "
                              f"{tuple(x.shape)}")
         a = x if x.dim() == 2 else x.reshape(-1, self.in_features)
+        eager = a.is_cuda and not torch.compiler.is_compiling()
         if self.perm is not None:
-            a = a.index_select(1, self.perm)
+            a = gather_columns(a, self.perm) if eager else a.index_select(1, self.perm)
         elif not a.is_contiguous():
             a = a.contiguous()
-        eager = a.is_cuda and not torch.compiler.is_compiling()
         token_scales = None
         if self.layout == E4M3:  # W4A8: e4m3 activations with fp32 scales per token
             a, scale = quantize_fp8(a) if eager else ops.quantize_fp8(a)
