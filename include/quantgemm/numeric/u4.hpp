@@ -81,7 +81,6 @@ template <>
 struct Bits16<cutlass::bfloat16_t> {
   using Pair = __nv_bfloat162;
   static constexpr uint32_t kMagic = 0x43004300u;     // {128, 128}: 7 mantissa bits, step 1
-  static constexpr float kMagicValue = 128.f;
   static constexpr uint32_t kOne = 0x3F803F80u;       // {1, 1}
   static constexpr uint32_t kMinusOne = 0xBF80BF80u;  // {-1, -1}
   static constexpr uint32_t kMinusMagic = 0xC300C300u;
@@ -89,7 +88,7 @@ struct Bits16<cutlass::bfloat16_t> {
   // the column-sum path's codes: kSumBias + kSumStep q, the code kSumShift bits up under kSumMagic
   static constexpr uint32_t kSumMagic = kMagic;
   static constexpr int kSumShift = 0;
-  static constexpr float kSumBias = kMagicValue;
+  static constexpr float kSumBias = 128.f;
   static constexpr float kSumStep = 1.f;
   CUTE_DEVICE static Pair fma(Pair a, Pair b, Pair c) { return __hfma2(a, b, c); }
   CUTE_DEVICE static Pair mul(Pair a, Pair b) { return __hmul2(a, b); }
@@ -99,7 +98,6 @@ template <>
 struct Bits16<cutlass::half_t> {
   using Pair = __half2;
   static constexpr uint32_t kMagic = 0x64006400u;     // {1024, 1024}: 10 mantissa bits, step 1
-  static constexpr float kMagicValue = 1024.f;
   static constexpr uint32_t kOne = 0x3C003C00u;
   static constexpr uint32_t kMinusOne = 0xBC00BC00u;
   static constexpr uint32_t kMinusMagic = 0xE400E400u;

@@ -49,9 +49,9 @@ struct Convert4BitE4m3 {
   /// with the code in mantissa bits 4-7. Per pair a PRMT puts, as the high nibble of a byte, nibble
   /// 2 p in the low half (from the word shifted up by 4) and nibble 2 p + 1 in the high half, and a
   /// LOP3 keeps those nibbles under 1.0's bits: per word 1 shift, 4 PRMT, 4 LOP3. The mainloop takes
-  /// the bias off with the activation's column sums (kBias), after the mma, in fp32.
-  static constexpr float kBias = 1.f;        ///< value = kBias + q * kStep
-  static constexpr float kStep = 1.f / 64;
+  /// the bias off with the activation's column sums, after the mma, in fp32.
+  static constexpr float kSumBias = 1.f;  ///< value = kSumBias + kSumStep q, as the 16-bit converters' kSum constants
+  static constexpr float kSumStep = 1.f / 64;
   CUTE_DEVICE static void to_f16_biased(uint32_t word, uint32_t (&a)[4]) {
     constexpr uint32_t kSelect[4] = {0x0004u, 0x0206u, 0x0105u, 0x0307u};
     uint32_t const shifted = word << 4;
