@@ -302,4 +302,5 @@ NB_MODULE(_C, m) {
   m.def("stream_k_ranges", &stream_k_ranges, nb::arg("tiles_n"), nb::arg("tiles_m"), nb::arg("iters"), nb::arg("ctas"),
         nb::arg("min_sk_iters"), nb::arg("chain"), nb::arg("dp_slack") = 0);
   m.def("quantize_fp8", &quantize_fp8_rows);
+  m.def("block_scaled_splits", &quantgemm::block_scaled_splits, nb::arg("tiles"), nb::arg("K"), nb::arg("sms"));
 }

@@ -58,14 +58,16 @@ void set_gemm_operands(GemmArguments& args, X const& x) {
   args.epilogue.dD = stride_d;
 }
 
+/// The first `reserved_bytes` of the workspace are the launcher's own (a multiple of 256: split-K
+/// partials); CUTLASS's workspace follows them.
 template <class Gemm>
 LaunchResult run_cutlass_gemm(typename Gemm::Arguments& args, void* workspace, size_t workspace_bytes,
-                              cudaStream_t stream) {
+                              cudaStream_t stream, size_t reserved_bytes = 0) {
   using Kernel = typename Gemm::GemmKernel;
   LaunchResult result;
   cudaGetDevice(&args.hw_info.device_id);
   args.hw_info.sm_count = multiprocessor_count();
-  size_t const need = Gemm::get_workspace_size(args);
+  size_t const need = reserved_bytes + Gemm::get_workspace_size(args);
   if (need > workspace_bytes || (need > 0 && workspace == nullptr)) {
     result.status = Status::kWorkspaceTooSmall;
     result.workspace_bytes_needed = need;
@@ -75,6 +77,7 @@ LaunchResult run_cutlass_gemm(typename Gemm::Arguments& args, void* workspace, s
     result.status = Status::kInvalidArgument;
     return result;
   }
+  workspace = reserved_bytes ? static_cast<char*>(workspace) + reserved_bytes : workspace;
   // the kernel's dynamic shared memory limit, raised once per device (the adapter's initialize()
   // would do it on every call, a driver call on the host's critical path)
   bool ok = Kernel::initialize_workspace(args, workspace, stream) == cutlass::Status::kSuccess &&
