@@ -244,6 +244,29 @@ def test_cuda_graph_on_a_side_stream_and_compile():
 
 
 @requires_hopper
+@pytest.mark.parametrize("schedule", [None] + [s for s in _every_schedule() if s.endswith("_splitk")][:1])
+def test_each_call_reads_what_the_kernel_before_it_wrote(schedule):
+    """Programmatic dependent launch: quantizer, GEMM (and its split-K reduction), quantizer...,
+    each reading what the kernel before it wrote, launched back to back, against the same chain with
+    the host waiting after every call."""
+    torch.manual_seed(0)
+    n = 2048
+    weights = [quantize_fp8_blocks(torch.randn(n, n, device="cuda") / n ** 0.5) for _ in range(4)]
+    x0 = torch.randn(16, n, device="cuda")
+
+    def chain(wait):
+        x = x0
+        for b, sb in weights:
+            a, sa = quantize_fp8_groups(x)
+            wait()
+            x = quantgemm.block_scaled_mm(a, sa, b, sb, schedule=schedule)
+            wait()
+        return x
+
+    assert torch.equal(chain(lambda: None), chain(torch.cuda.synchronize))
+
+
+@requires_hopper
 def test_quantized_linear_is_close_to_fp32():
     x = torch.randn(64, 7168, device="cuda")
     w = torch.randn(2112, 7168, device="cuda") / 85

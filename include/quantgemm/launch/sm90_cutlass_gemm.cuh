@@ -17,6 +17,17 @@
 
 namespace quantgemm {
 
+/// Whether the CUTLASS sm90 kernels of this translation unit wait for the kernel before them
+/// (griddepcontrol) before they touch global memory, and let the next one launch as their last
+/// tiles run: a generated translation unit defines CUTLASS_ENABLE_GDC_FOR_SM90 before its includes
+/// (but for stream-K schedules). Only such kernels are launched with programmatic dependent launch
+/// (QUANTGEMM_PDL=0 turns it off).
+#if defined(CUTLASS_ENABLE_GDC_FOR_SM90)
+constexpr bool kCutlassKernelsWait = true;
+#else
+constexpr bool kCutlassKernelsWait = false;
+#endif
+
 /// Whether a launcher goes on to launch: arguments valid (else kInvalidArgument), M > 0 (else a
 /// successful no-op) and an sm_90 device (else kCudaError, cudaErrorNoKernelImageForDevice).
 inline bool ready_to_launch(bool args_valid, int M, LaunchResult& result) {
@@ -85,7 +96,8 @@ LaunchResult run_cutlass_gemm(typename Gemm::Arguments& args, void* workspace, s
              allow_shared_memory<&cutlass::device_kernel<Kernel>>(Kernel::SharedStorageSize) == cudaSuccess);
   if (ok) {
     typename Kernel::Params params = Kernel::to_underlying_arguments(args, workspace);
-    ok = Gemm::run(params, stream) == cutlass::Status::kSuccess;
+    ok = Gemm::run(params, stream, nullptr, kCutlassKernelsWait && programmatic_launch_enabled()) ==
+         cutlass::Status::kSuccess;
   }
   if (!ok) {
     result.status = Status::kCudaError;
