@@ -140,20 +140,26 @@ class ScaledSchedule:
     kernel: str = "coop"  #: "coop": two consumer warpgroups share a tile; "pp": ping-pong, a tile each
     swap_ab: bool = False
     stream_k: bool = False  #: split K across CTAs (stream-K) rather than one CTA a tile
+    #: split K into equal slices, one batch of the launch each, summed by a second kernel
+    #: (block-scaled only: the scales are applied in the K loop, so the slices' sums are the output's)
+    split_k: bool = False
 
     def name(self, family: str) -> str:
         c = "x".join(str(v) for v in self.cluster)
+        split = "_sk" if self.stream_k else "_splitk" if self.split_k else ""
         return (f"{family}_{'swap_' if self.swap_ab else ''}{self.tile_m}x{self.tile_n}x{self.tile_k}_c{c}_"
-                f"{self.kernel}{'_sk' if self.stream_k else ''}")
+                f"{self.kernel}{split}")
 
     @staticmethod
     def parse(name: str, family: str) -> "ScaledSchedule":
-        m = re.fullmatch(re.escape(family) + r"_(swap_)?(\d+)x(\d+)x(\d+)_c(\d+)x(\d+)x(\d+)_(coop|pp)(_sk)?", name)
+        m = re.fullmatch(re.escape(family) + r"_(swap_)?(\d+)x(\d+)x(\d+)_c(\d+)x(\d+)x(\d+)_(coop|pp)(_sk|_splitk)?",
+                         name)
         if not m:
             raise ValueError(f"{name!r} is not a schedule name of family {family} "
-                             f"({family}_[swap_]<tile_m>x<tile_n>x<tile_k>_c<cluster>_<coop|pp>[_sk])")
+                             f"({family}_[swap_]<tile_m>x<tile_n>x<tile_k>_c<cluster>_<coop|pp>[_sk|_splitk])")
         v = [int(x) for x in m.groups()[1:7]]
-        return ScaledSchedule(v[0], v[1], v[2], (v[3], v[4], v[5]), m.group(8), bool(m.group(1)), bool(m.group(9)))
+        return ScaledSchedule(v[0], v[1], v[2], (v[3], v[4], v[5]), m.group(8), bool(m.group(1)),
+                              m.group(9) == "_sk", m.group(9) == "_splitk")
 
     def problems(self) -> list[str]:
         out = []
@@ -168,6 +174,8 @@ class ScaledSchedule:
             out.append(f"tile_k must be one of {SCALED_TILE_K}, got {self.tile_k}")
         if self.stream_k and self.kernel != "coop":
             out.append("stream_k needs the coop kernel")
+        if self.stream_k and self.split_k:
+            out.append("stream_k and split_k are two ways to split K: one at most")
         if self.cluster[0] not in (1, 2) or self.cluster[1] not in (1, 2) or self.cluster[2] != 1:
             out.append(f"cluster must be (1|2, 1|2, 1), got {self.cluster}")
         return out
@@ -256,6 +264,9 @@ class Family:
                 out.append(f"{self.name} {sched}: two scale rows a k-block need tile_k 64, got {sched.tile_k}")
             if self.kind == "block_scaled_mm":
                 out += [f"{self.name} {sched}: {p}" for p in block_scaled_problems(sched)]
+            elif isinstance(sched, ScaledSchedule) and sched.split_k:
+                out.append(f"{self.name} {sched}: split_k is for block-scaled families (the W8A8 epilogue "
+                           f"applies its scales and bias to the whole sum)")
         return out
 
 
@@ -388,8 +399,8 @@ MIXED_INPUT_SM80 = (SM80_U4B8_BF16,) + tuple(
 
 
 def _scaled(m: int, n: int, k: int = 128, cluster=(1, 1, 1), kernel: str = "coop", swap: bool = False,
-            stream_k: bool = False) -> ScaledSchedule:
-    return ScaledSchedule(m, n, k, cluster, kernel, swap, stream_k)
+            stream_k: bool = False, split_k: bool = False) -> ScaledSchedule:
+    return ScaledSchedule(m, n, k, cluster, kernel, swap, stream_k, split_k)
 
 
 #: The W8A8 tilings the tuner measures: swapped narrow token tiles (small M, stream-K or ping-pong)
@@ -444,15 +455,17 @@ def block_scaled_problems(s: ScaledSchedule) -> list[str]:
     return out
 
 
-#: The block-scaled tilings the tuner measures: swapped narrow token tiles for small M (stream-K
-#: keeps every SM busy on few weight tiles), and 128 x 128 tiles for prefill. (Swapped wide token
-#: tiles, 128 x 96 ping-pong and 128 x 160, measured 1.3-2x slower than 128 x 128 at M >= 256: one
-#: scale per token column makes their promotion and scale loads wider.)
+#: The block-scaled tilings the tuner measures: swapped narrow token tiles for small M (stream-K or
+#: split-K keep every SM busy on few weight tiles), and 128 x 128 tiles for prefill. (Swapped wide
+#: token tiles, 128 x 96 ping-pong and 128 x 160, measured 1.3-2x slower than 128 x 128 at M >= 256:
+#: one scale per token column makes their promotion and scale loads wider.)
 BLOCK_SCALED_SPACE = (
     _scaled(128, 16, swap=True, stream_k=True), _scaled(128, 32, swap=True, stream_k=True),
     _scaled(128, 64, swap=True, stream_k=True), _scaled(128, 16, kernel="pp", swap=True),
     _scaled(128, 32, kernel="pp", swap=True), _scaled(64, 128, kernel="pp"), _scaled(128, 128),
     _scaled(128, 128, stream_k=True), _scaled(128, 128, cluster=(2, 1, 1)), _scaled(128, 128, cluster=(1, 2, 1)),
+    _scaled(128, 16, kernel="pp", swap=True, split_k=True), _scaled(128, 32, kernel="pp", swap=True, split_k=True),
+    _scaled(128, 64, kernel="pp", swap=True, split_k=True),
 )
 
 #: Block-scaled FP8 (DeepSeek-V3): e4m3 operands, fp32 scales per token per 128 of K and per

@@ -117,6 +117,21 @@ def test_block_scales_row_major_copies_only_other_layouts():
     assert converted.is_contiguous() and torch.equal(converted, column_major)
 
 
+@pytest.mark.parametrize("tiles,k,want", [
+    (17, 7168, 7),     # 2112 x 7168 on 128-row tiles: 56 blocks, at most 7 slices in 132 CTAs
+    (5, 7168, 14),     # 576 x 7168: 70 CTAs (28 slices would need 140)
+    (56, 2048, 2),     # 7168 x 2048
+    (1, 1536, 12),     # one tile: a slice a block
+    (132, 7168, 1),    # the tiles fill the GPU alone
+    (17, 7000, 1),     # K not whole 128-wide blocks
+    (3, 128, 1),       # one block
+])
+def test_split_k_slices_divide_k_blocks_within_one_wave(tiles, k, want):
+    from quantgemm._native import native
+
+    assert native().block_scaled_splits(tiles, k, 132) == want
+
+
 def test_op_is_the_reference_on_cpu_and_passes_opcheck():
     args = problem(5, 200, 300)
     got = torch.ops.quantgemm.block_scaled_mm(*args)
@@ -168,6 +183,24 @@ def test_every_schedule_matches_reference(schedule, m, n, k):
 
 
 @requires_hopper
+@pytest.mark.parametrize("schedule", [s for s in _every_schedule() if s.endswith("_splitk")])
+def test_split_k_honours_strides_and_replays_in_a_graph(schedule):
+    """The slices' operand and scale strides with a row-sliced activation, column-major activation
+    scales and a padded output, bit for bit the same in a CUDA graph (the slices sum in order)."""
+    m, n, k = 40, 2112, 7168
+    a, sa, b, sb = problem(m, n, k, "cuda", seed=5)
+    wide = torch.zeros(m, k + 128, device="cuda").to(FP8)
+    wide[:, :k] = a
+    out_wide = poison_(torch.empty(m, n + 8, device="cuda", dtype=torch.bfloat16))
+    quantgemm.block_scaled_mm(wide[:, :k], sa.t().contiguous().t(), b, sb, out=out_wide[:, :n], schedule=schedule)
+    check(out_wide[:, :n], a, sa, b, sb)
+    assert out_wide[:, n:].isnan().all()
+    out = poison_(torch.empty(m, n, device="cuda", dtype=torch.bfloat16))
+    assert torch.equal(replay_in_graph(lambda: quantgemm.block_scaled_mm(a, sa, b, sb, out=out, schedule=schedule),
+                                       out), out_wide[:, :n])
+
+
+@requires_hopper
 @pytest.mark.parametrize("m,n,k", [(5, 100, 200), (33, 2112, 7000), (7, 24, 40)])
 def test_unaligned_shapes_are_padded(m, n, k):
     a, sa, b, sb = problem(m, n, k, "cuda")
@@ -208,6 +241,29 @@ def test_cuda_graph_on_a_side_stream_and_compile():
     x = torch.randn(8, 7168, device="cuda")
     want = quantgemm.block_scaled_mm(*quantize_fp8_groups(x), b, sb)
     assert torch.equal(fn(x, b, sb), want)
+
+
+@requires_hopper
+@pytest.mark.parametrize("schedule", [None] + [s for s in _every_schedule() if s.endswith("_splitk")][:1])
+def test_each_call_reads_what_the_kernel_before_it_wrote(schedule):
+    """Programmatic dependent launch: quantizer, GEMM (and its split-K reduction), quantizer...,
+    each reading what the kernel before it wrote, launched back to back, against the same chain with
+    the host waiting after every call."""
+    torch.manual_seed(0)
+    n = 2048
+    weights = [quantize_fp8_blocks(torch.randn(n, n, device="cuda") / n ** 0.5) for _ in range(4)]
+    x0 = torch.randn(16, n, device="cuda")
+
+    def chain(wait):
+        x = x0
+        for b, sb in weights:
+            a, sa = quantize_fp8_groups(x)
+            wait()
+            x = quantgemm.block_scaled_mm(a, sa, b, sb, schedule=schedule)
+            wait()
+        return x
+
+    assert torch.equal(chain(lambda: None), chain(torch.cuda.synchronize))
 
 
 @requires_hopper

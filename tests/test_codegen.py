@@ -6,7 +6,8 @@ import sys
 import pytest
 
 from codegen import generate
-from codegen.schedules import FAMILIES, RULES_DIR, Family, Rule, Schedule, U4B8_BF16, load_rules
+from codegen.schedules import (FAMILIES, FP8, FP8BLOCK_BF16, RULES_DIR, Family, Rule, ScaledSchedule, Schedule, U4B8_BF16,
+                               load_rules)
 from quantgemm.mixed_input import w4a8_accumulation
 from quantgemm.models import MODELS, unsupported_reason
 from quantgemm.tune import RuleSpec, rules_json
@@ -163,6 +164,22 @@ def test_split_k_clusters_are_c_by_1_by_1():
         assert len(by_name[f"{w}_fp16"].schedules()) <= 18
         # and the group-32 ones, a rarer format: at most 12 (bf16) or 8 (fp16)
         assert len(by_name[f"{w}_g32_bf16"].schedules()) <= 12 and len(by_name[f"{w}_g32_fp16"].schedules()) <= 8
+
+
+def test_block_scaled_split_k_schedules_are_named_and_checked():
+    split = ScaledSchedule(128, 64, kernel="pp", swap_ab=True, split_k=True)
+    name = split.name(FP8BLOCK_BF16.name)
+    assert name == "fp8block_bf16_swap_128x64x128_c1x1x1_pp_splitk"
+    assert ScaledSchedule.parse(name, FP8BLOCK_BF16.name) == split
+    assert ScaledSchedule.parse("fp8block_bf16_swap_128x64x128_c1x1x1_coop_sk", FP8BLOCK_BF16.name).stream_k
+    assert split in FP8BLOCK_BF16.all_schedules()
+    both = ScaledSchedule(128, 64, swap_ab=True, stream_k=True, split_k=True)
+    assert any("one at most" in p for p in both.problems())
+    # the W8A8 epilogue scales the whole sum: no split-K slices there
+    w8a8 = Family("f", FP8.weight, (Rule(split),), kind="scaled_mm")
+    assert any("block-scaled" in p for p in w8a8.problems())
+    block = Family("f", FP8BLOCK_BF16.weight, (Rule(split),), kind="block_scaled_mm")
+    assert block.problems() == []
 
 
 def test_all_builds_every_candidate():

@@ -288,6 +288,29 @@ def test_cuda_graph_replay_matches_eager():
 
 
 @requires_hopper
+@pytest.mark.parametrize("fast", [True, False], ids=["fp8fast", "fp8"])
+def test_each_call_reads_what_the_kernel_before_it_wrote(fast):
+    """Programmatic dependent launch: a chain in which each kernel reads what the one before it
+    wrote (the fused quantizer, then the GEMM, whose output the next quantizer reads), launched back
+    to back, against the same chain with the host waiting after every kernel."""
+    torch.manual_seed(0)
+    n = 2048
+    weights = [quantize_fp8(torch.randn(n, n, device="cuda") / n ** 0.5) for _ in range(4)]
+    x0 = torch.randn(16, n, device="cuda", dtype=torch.bfloat16)
+
+    def chain(wait):
+        x = x0
+        for b, sb in weights:
+            a, sa = quantize_fp8(x)
+            wait()
+            x = quantgemm.scaled_mm(a, b, sa, sb.reshape(-1), use_fast_accum=fast)
+            wait()
+        return x
+
+    assert torch.equal(chain(lambda: None), chain(torch.cuda.synchronize))
+
+
+@requires_hopper
 @pytest.mark.parametrize("dtype", [FP8, torch.int8], ids=["fp8", "int8"])
 def test_quantized_linear_is_close_to_bf16(dtype):
     x = torch.randn(64, 2048, device="cuda")

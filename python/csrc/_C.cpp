@@ -312,4 +312,5 @@ NB_MODULE(_C, m) {
         nb::arg("min_sk_iters"), nb::arg("chain"), nb::arg("dp_slack") = 0);
   m.def("quantize_fp8", &quantize_fp8_rows);
   m.def("gather_columns", &gather_columns_rows);
+  m.def("block_scaled_splits", &quantgemm::block_scaled_splits, nb::arg("tiles"), nb::arg("K"), nb::arg("sms"));
 }

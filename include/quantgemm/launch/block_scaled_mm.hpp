@@ -11,7 +11,9 @@
     bf16, row stride ldo. Each 128-wide k block accumulates in the tensor core and is promoted into
     fp32 with its two scales. K, lda and ldb multiples of 16, N and ldo multiples of 8; 16-byte
     aligned operand and output bases, 4-byte aligned scales. M, N and K need not be multiples of
-    the tiles or of 128. Schedules that split K (stream-K) need `workspace`, as ScaledMmArgs.
+    the tiles or of 128. Schedules that split K need `workspace`, as ScaledMmArgs: stream-K
+    schedules CUTLASS's, split-K ones (names ending in _splitk) the slices' fp32 partials, splits x
+    M x N floats, 16-byte aligned.
 */
 #pragma once
 
@@ -33,13 +35,29 @@ struct BlockScaledMmArgs : Gemm8BitArgs {
   float const* b_scales = nullptr;  ///< fp32 [ceil(N / 128), ceil(K / 128)], row-major
 };
 
+/// How many slices a split-K schedule cuts K into, for a problem of `tiles` output tiles on `sms`
+/// multiprocessors: the most that divide K's 128-wide blocks evenly and keep tiles x slices CTAs
+/// within one wave; 1 when K is not whole blocks or the tiles fill the GPU alone.
+inline int block_scaled_splits(int tiles, int K, int sms) {
+  int best = 1;
+  if (K % kBlockScaleSize == 0) {
+    int const blocks = K / kBlockScaleSize;
+    for (int s = 2; s <= blocks && int64_t(tiles) * s <= sms; ++s) {
+      if (blocks % s == 0) {
+        best = s;
+      }
+    }
+  }
+  return best;
+}
+
 /// Launches one compiled schedule.
 using BlockScaledMmLaunchFn = LaunchResult (*)(BlockScaledMmArgs const&);
 
 /// Structural checks shared by every schedule.
 inline bool block_scaled_mm_args_valid(BlockScaledMmArgs const& x) {
   auto aligned4 = [](void const* p) { return reinterpret_cast<uintptr_t>(p) % 4 == 0; };
-  return tma_8bit_operands_valid(x) &&
+  return tma_8bit_operands_valid(x) && reinterpret_cast<uintptr_t>(x.workspace) % 16 == 0 &&
          (x.M == 0 || (x.a_scales && x.b_scales && aligned4(x.a_scales) && aligned4(x.b_scales)));
 }
 

@@ -17,6 +17,17 @@
 
 namespace quantgemm {
 
+/// Whether the CUTLASS sm90 kernels of this translation unit wait for the kernel before them
+/// (griddepcontrol) before they touch global memory, and let the next one launch as their last
+/// tiles run: a generated translation unit defines CUTLASS_ENABLE_GDC_FOR_SM90 before its includes
+/// (but for stream-K schedules). Only such kernels are launched with programmatic dependent launch
+/// (QUANTGEMM_PDL=0 turns it off).
+#if defined(CUTLASS_ENABLE_GDC_FOR_SM90)
+constexpr bool kCutlassKernelsWait = true;
+#else
+constexpr bool kCutlassKernelsWait = false;
+#endif
+
 /// Whether a launcher goes on to launch: arguments valid (else kInvalidArgument), M > 0 (else a
 /// successful no-op) and an sm_90 device (else kCudaError, cudaErrorNoKernelImageForDevice).
 inline bool ready_to_launch(bool args_valid, int M, LaunchResult& result) {
@@ -58,14 +69,16 @@ void set_gemm_operands(GemmArguments& args, X const& x) {
   args.epilogue.dD = stride_d;
 }
 
+/// The first `reserved_bytes` of the workspace are the launcher's own (a multiple of 256: split-K
+/// partials); CUTLASS's workspace follows them.
 template <class Gemm>
 LaunchResult run_cutlass_gemm(typename Gemm::Arguments& args, void* workspace, size_t workspace_bytes,
-                              cudaStream_t stream) {
+                              cudaStream_t stream, size_t reserved_bytes = 0) {
   using Kernel = typename Gemm::GemmKernel;
   LaunchResult result;
   cudaGetDevice(&args.hw_info.device_id);
   args.hw_info.sm_count = multiprocessor_count();
-  size_t const need = Gemm::get_workspace_size(args);
+  size_t const need = reserved_bytes + Gemm::get_workspace_size(args);
   if (need > workspace_bytes || (need > 0 && workspace == nullptr)) {
     result.status = Status::kWorkspaceTooSmall;
     result.workspace_bytes_needed = need;
@@ -75,6 +88,7 @@ LaunchResult run_cutlass_gemm(typename Gemm::Arguments& args, void* workspace, s
     result.status = Status::kInvalidArgument;
     return result;
   }
+  workspace = reserved_bytes ? static_cast<char*>(workspace) + reserved_bytes : workspace;
   // the kernel's dynamic shared memory limit, raised once per device (the adapter's initialize()
   // would do it on every call, a driver call on the host's critical path)
   bool ok = Kernel::initialize_workspace(args, workspace, stream) == cutlass::Status::kSuccess &&
@@ -82,7 +96,8 @@ LaunchResult run_cutlass_gemm(typename Gemm::Arguments& args, void* workspace, s
              allow_shared_memory<&cutlass::device_kernel<Kernel>>(Kernel::SharedStorageSize) == cudaSuccess);
   if (ok) {
     typename Kernel::Params params = Kernel::to_underlying_arguments(args, workspace);
-    ok = Gemm::run(params, stream) == cutlass::Status::kSuccess;
+    ok = Gemm::run(params, stream, nullptr, kCutlassKernelsWait && programmatic_launch_enabled()) ==
+         cutlass::Status::kSuccess;
   }
   if (!ok) {
     result.status = Status::kCudaError;
