@@ -42,7 +42,6 @@ struct Sm90BlockScaledMm {
   static constexpr bool Swap = Swap_;
   static constexpr bool SplitK = SplitK_;
   using ElementAB = cutlass::float_e4m3_t;
-  using ElementOutput = ElementOut;
   using ElementD = cute::conditional_t<SplitK, float, ElementOut>;  // what the GEMM writes: partials when split
   // scale granularity of the kernel's A and B: the tokens one row each, the weight 128 rows
   static constexpr int kTokenRows = 1;
