@@ -11,7 +11,7 @@ from quantgemm import mixed_input, reference
 from quantgemm.quantize import QUANTIZERS
 from quantgemm.testing import assert_gemm_close, mm_reference, poison_
 
-from conftest import requires_hopper
+from conftest import SUBSET_BUILD, requires_hopper
 
 # ---------------------------------------------------------------- validation (no GPU needed)
 
@@ -473,7 +473,7 @@ def test_explain_names_the_pick_its_rule_and_every_refusal():
     assert e.schedule == quantgemm.select_schedule(1, 28672, 8192) and not e.refused
     built = set(quantgemm.supported_schedules())
     rule = next(r for r in U4B8_BF16.rules if r.admits(1, 28672, 8192) and r.schedule.name(U4B8_BF16.name) in built)
-    if rule.m_max is not None:
+    if rule.m_max is not None and not SUBSET_BUILD:  # (a subset build's last rule kept admits any problem)
         assert f"M <= {rule.m_max}" in e.rule
     assert e.schedules[e.schedule] == "picked" and set(e.schedules) == built
     assert e.schedule in str(e)
