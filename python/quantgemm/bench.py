@@ -606,7 +606,7 @@ def main(argv: list[str] | None = None) -> int:
                         help="comma-separated schedules to time instead of the heuristic's pick")
     parser.add_argument("--profile", metavar="N,K,M", default=None,
                         help="only run that problem 4 times, untimed, for a profiler (ncu --launch-skip 3); "
-                             "--kind w4a16 or w4a8, the first of --schedules or the heuristic's pick")
+                             "--kind w4a16, w4a8 or fp8block, the first of --schedules or the heuristic's pick")
     parser.add_argument("--timeline", metavar="N,K,M", default=None,
                         help="only print where the time of that problem's calls goes, CTA by CTA, in a CUDA graph "
                              "(a build with -DQUANTGEMM_TIMELINE; the first of --schedules, else the heuristic's; "
@@ -645,16 +645,23 @@ def main(argv: list[str] | None = None) -> int:
         power(args.kind, n, k, m, args.schedules.split(",") if args.schedules else (None,))
         return 0
     if args.profile:
-        if args.kind not in ("w4a16", "w4a8"):
-            parser.error("--profile runs --kind w4a16 or w4a8")
+        if args.kind not in ("w4a16", "w4a8", "fp8block"):
+            parser.error("--profile runs --kind w4a16, w4a8 or fp8block")
         n, k, m = (int(x) for x in args.profile.split(","))
+        sched = args.schedules.split(",")[0] if args.schedules else None
+        if args.kind == "fp8block":
+            a, sa = quantize_fp8_groups(torch.randn(m, k, device="cuda"))
+            b, sb = quantize_fp8_blocks(torch.randn(n, k, device="cuda") / math.sqrt(k))
+            for _ in range(4):
+                block_scaled.block_scaled_mm(a, sa, b, sb, schedule=sched)
+            torch.cuda.synchronize()
+            return 0
         w_q, scales = quantize_u4b8(torch.randn(n, k, device="cuda", dtype=torch.bfloat16) / math.sqrt(k),
                                     args.group_size)
         w4a8 = args.kind == "w4a8"
         b = mixed_input.prepack_b(w_q, layout=mixed_input.E4M3 if w4a8 else args.layout)
         a = torch.randn(m, k, device="cuda", dtype=torch.bfloat16)
         a, ts = quantize_fp8(a) if w4a8 else (a, None)
-        sched = args.schedules.split(",")[0] if args.schedules else None
         for _ in range(4):
             mixed_input.mm(a, b, scales, args.group_size, schedule=sched,
                            token_scales=None if ts is None else ts.reshape(-1))
