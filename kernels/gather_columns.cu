@@ -1,6 +1,7 @@
 // GPTQ act-order's activation gather (include/quantgemm/launch/gather_columns.hpp).
 #include <climits>
 
+#include "quantgemm/arch/grid_dependency.hpp"
 #include "quantgemm/launch/gather_columns.hpp"
 #include "quantgemm/launch/status.hpp"
 
@@ -24,12 +25,10 @@ struct GatherParams {
 /// * kColumns: Word is the element, Vector kColumns of them.
 template <class Word, class Vector>
 __global__ void __launch_bounds__(kThreads) gather_columns_kernel(GatherParams p) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   // a GEMM launched after this kernel with programmatic dependent launch may start streaming its
   // weight now (it waits for this kernel to complete before it reads the gathered activation); this
   // kernel, launched so too, waits for the kernel before it (which may write x) before reading x
-  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
-#endif
+  allow_next_kernel();
   int const m = int(blockIdx.x) / p.column_blocks;
   int const j = (int(blockIdx.x) % p.column_blocks * kThreads + int(threadIdx.x)) * kColumns;
   if (j >= p.K) {
@@ -40,9 +39,7 @@ __global__ void __launch_bounds__(kThreads) gather_columns_kernel(GatherParams p
   for (int i = 0; i < kColumns / 2; ++i) {
     index[i] = reinterpret_cast<longlong2 const*>(p.perm + j)[i];
   }
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("griddepcontrol.wait;" ::: "memory");
-#endif
+  wait_for_previous_kernel();
   Word const* row = static_cast<Word const*>(p.x) + int64_t(m) * p.ldx;
   Word v[kColumns];
 #pragma unroll
@@ -59,8 +56,8 @@ cudaError_t gather_columns(void const* x, int element_bytes, int64_t ldx, int M,
                            void* out, int64_t ldo, cudaStream_t stream) {
   int const column_blocks = (K / kColumns + kThreads - 1) / kThreads;
   if (M < 0 || K <= 0 || K % kColumns || (element_bytes != 1 && element_bytes != 2) || ldx < K || ldo < K ||
-      ldo % kColumns || int64_t(M) * column_blocks > INT_MAX || reinterpret_cast<uintptr_t>(perm) % 16 ||
-      reinterpret_cast<uintptr_t>(out) % (kColumns * element_bytes)) {
+      ldo % kColumns || int64_t(M) * column_blocks > INT_MAX || !aligned(perm, 16) ||
+      !aligned(out, kColumns * element_bytes)) {
     return cudaErrorInvalidValue;
   }
   if (M == 0) {

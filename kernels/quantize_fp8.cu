@@ -3,6 +3,7 @@
 #include <cuda_fp16.h>
 #include <cuda_fp8.h>
 
+#include "quantgemm/arch/grid_dependency.hpp"
 #include "quantgemm/launch/quantize_fp8.hpp"
 
 namespace quantgemm {
@@ -26,11 +27,9 @@ __device__ void widen(uint4 v, float (&f)[8]) {
 template <class T, int V>
 __global__ void __launch_bounds__(kThreads) quantize_fp8_kernel(T const* x, int64_t ldx, int K, uint8_t* q, int64_t ldq,
                                                                 float* scales) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   // a GEMM launched after this kernel with programmatic dependent launch may start streaming its
   // weight now; it waits for this kernel to complete before it reads the quantized activation
-  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
-#endif
+  allow_next_kernel();
   uint4 const* row = reinterpret_cast<uint4 const*>(x + int64_t(blockIdx.x) * ldx);
   int const vectors = K / 8;
   uint4 held[V > 0 ? V : 1];

@@ -1,6 +1,7 @@
 // The reduction of split-K partials (include/quantgemm/launch/split_k_reduce.hpp).
 #include <climits>
 
+#include "quantgemm/arch/grid_dependency.hpp"
 #include "quantgemm/launch/split_k_reduce.hpp"
 #include "quantgemm/launch/status.hpp"
 
@@ -21,12 +22,10 @@ struct ReduceParams {
 };
 
 __global__ void __launch_bounds__(kThreads) split_k_reduce_kernel(ReduceParams p) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   // the next kernel may begin launching (it waits for this one before reading its output); this
   // one waits for the GEMM that wrote the partials
-  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
-  asm volatile("griddepcontrol.wait;" ::: "memory");
-#endif
+  allow_next_kernel();
+  wait_for_previous_kernel();
   int64_t const i = int64_t(blockIdx.x) * kThreads + threadIdx.x;
   if (i >= p.work) {
     return;
@@ -52,10 +51,9 @@ __global__ void __launch_bounds__(kThreads) split_k_reduce_kernel(ReduceParams p
 
 cudaError_t split_k_reduce(float const* partials, int splits, int M, int N, __nv_bfloat16* out, int64_t ldo,
                            cudaStream_t stream) {
-  auto aligned16 = [](void const* q) { return reinterpret_cast<uintptr_t>(q) % 16 == 0; };
   int64_t const work = int64_t(M) * (N / kColumns);
-  if (M < 0 || N <= 0 || N % kColumns || ldo < N || ldo % kColumns || splits < 1 || !aligned16(partials) ||
-      !aligned16(out) || (work + kThreads - 1) / kThreads > INT_MAX) {
+  if (M < 0 || N <= 0 || N % kColumns || ldo < N || ldo % kColumns || splits < 1 || !aligned(partials, 16) ||
+      !aligned(out, 16) || (work + kThreads - 1) / kThreads > INT_MAX) {
     return cudaErrorInvalidValue;
   }
   if (M == 0) {

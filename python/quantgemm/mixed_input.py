@@ -455,6 +455,10 @@ def check_mm_args(a: torch.Tensor, b: PrepackedWeight, group_scales: torch.Tenso
     return family, m, n
 
 
+#: the activation dtypes gather_columns takes its kernel for
+_GATHERED = (torch.bfloat16, torch.float16, torch.float8_e4m3fn)
+
+
 def gather_columns(a: torch.Tensor, perm: torch.Tensor) -> torch.Tensor:
     """a.index_select(1, perm): the activation's columns in the order of a GPTQ act-order weight. On
     a GPU, rows of bf16, fp16 or e4m3 with unit column stride (and K a multiple of 8) take one kernel
@@ -472,10 +476,6 @@ def gather_columns(a: torch.Tensor, perm: torch.Tensor) -> torch.Tensor:
     native().gather_columns(a.data_ptr(), a.element_size(), a.stride(0) if m > 1 else k, m, k, perm.data_ptr(),
                             out.data_ptr(), k, index, torch._C._cuda_getCurrentRawStream(index))
     return out
-
-
-#: the activation dtypes gather_columns takes its kernel for
-_GATHERED = (torch.bfloat16, torch.float16, torch.float8_e4m3fn)
 
 
 def _not_built(family: str) -> str:

@@ -35,6 +35,7 @@
 #include "cute/config.hpp"
 #include "cutlass/numeric_types.h"
 
+#include "quantgemm/arch/grid_dependency.hpp"
 #include "quantgemm/arch/mma_sync.hpp"
 #include "quantgemm/collective/mma_sync_group_partials.hpp"
 #include "quantgemm/kernel/stream_k.hpp"
@@ -521,12 +522,10 @@ template <class Kernel>
 __global__ void __launch_bounds__(Kernel::kThreads, Kernel::kMinBlocks)
     sm80_mixed_input_stream_k(typename Kernel::Params const params) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-#if __CUDA_ARCH__ >= 900
   // programmatic dependent launch (Hopper): the next kernel may start launching now; this one waits
   // for the previous kernel to complete before it reads anything
-  asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
-  asm volatile("griddepcontrol.wait;\n" ::: "memory");
-#endif
+  allow_next_kernel();
+  wait_for_previous_kernel();
   extern __shared__ __align__(128) char smem[];
   Kernel::run(params, smem);
 #endif

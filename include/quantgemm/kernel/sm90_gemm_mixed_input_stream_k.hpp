@@ -34,6 +34,7 @@
 #include "cutlass/arch/barrier.h"
 #include "cutlass/arch/reg_reconfig.h"
 
+#include "quantgemm/arch/grid_dependency.hpp"
 #include "quantgemm/arch/mma_sync.hpp"
 #include "quantgemm/collective/sm90_mma_bulk_tma_gmma_rs_mixed_input.hpp"
 #include "quantgemm/collective/sm90_mma_w4a8.hpp"
@@ -53,14 +54,6 @@
 #endif
 
 namespace quantgemm {
-
-/// Waits until the kernels this one depends on in the stream have completed and their writes are
-/// visible; returns at once for a launch without programmatic dependencies.
-CUTE_DEVICE void wait_for_previous_kernel() { asm volatile("griddepcontrol.wait;\n" ::: "memory"); }
-
-/// Lets the next kernel in the stream begin launching (it still waits for this one before reading
-/// what this one writes).
-CUTE_DEVICE void allow_next_kernel() { asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory"); }
 
 CUTE_DEVICE uint64_t qg_globaltimer() {
   uint64_t t;

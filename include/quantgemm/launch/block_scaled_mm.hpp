@@ -56,9 +56,8 @@ using BlockScaledMmLaunchFn = LaunchResult (*)(BlockScaledMmArgs const&);
 
 /// Structural checks shared by every schedule.
 inline bool block_scaled_mm_args_valid(BlockScaledMmArgs const& x) {
-  auto aligned4 = [](void const* p) { return reinterpret_cast<uintptr_t>(p) % 4 == 0; };
-  return tma_8bit_operands_valid(x) && reinterpret_cast<uintptr_t>(x.workspace) % 16 == 0 &&
-         (x.M == 0 || (x.a_scales && x.b_scales && aligned4(x.a_scales) && aligned4(x.b_scales)));
+  return tma_8bit_operands_valid(x) && aligned(x.workspace, 16) &&
+         (x.M == 0 || (x.a_scales && x.b_scales && aligned(x.a_scales, 4) && aligned(x.b_scales, 4)));
 }
 
 }  // namespace quantgemm

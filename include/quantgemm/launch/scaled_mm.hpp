@@ -58,10 +58,9 @@ using ScaledMmLaunchFn = LaunchResult (*)(ScaledMmArgs const&);
 
 /// The operand checks of the 8-bit GEMMs: what the TMA needs of 8-bit operands and a 16-bit output.
 inline bool tma_8bit_operands_valid(Gemm8BitArgs const& x) {
-  auto aligned = [](void const* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
   return x.M >= 0 && x.N > 0 && x.K > 0 && x.N % 8 == 0 && x.K % 16 == 0 && x.lda >= x.K && x.lda % 16 == 0 &&
          x.ldb >= x.K && x.ldb % 16 == 0 && x.ldo >= x.N && x.ldo % 8 == 0 &&
-         (x.M == 0 || (x.a && x.b && x.out && aligned(x.a) && aligned(x.b) && aligned(x.out)));
+         (x.M == 0 || (x.a && x.b && x.out && aligned(x.a, 16) && aligned(x.b, 16) && aligned(x.out, 16)));
 }
 
 /// Structural checks shared by every schedule.

@@ -53,6 +53,9 @@ inline int device_attribute(cudaDeviceAttr attribute) {
   return value;
 }
 
+/// Whether address `p` is a multiple of `bytes`.
+inline bool aligned(void const* p, uintptr_t bytes) { return reinterpret_cast<uintptr_t>(p) % bytes == 0; }
+
 /// Multiprocessors of the current device, read once per device.
 inline int multiprocessor_count() { return device_attribute(cudaDevAttrMultiProcessorCount); }
 
