@@ -40,6 +40,17 @@ CUTE_DEVICE void zero(T (&a)[N]) {
   }
 }
 
+/// The column-sum path's constants for a converter whose codes are kSumBias + kSumStep q: the
+/// offset -(kSumBias + kSumStep zero) that comes off times the column sums (exact: a multiple of
+/// kSumStep below 2^11, or 2^23 + 255), and the factor 1 / kSumStep the group scale takes, since
+/// (kSumBias + kSumStep q) + offset = kSumStep (q - zero).
+template <class Convert>
+CUTE_HOST_DEVICE constexpr float column_sum_offset(float zero) {
+  return -(Convert::kSumBias + Convert::kSumStep * zero);
+}
+template <class Convert>
+inline constexpr float kColumnSumUnit = 1.f / Convert::kSumStep;
+
 /// A lane's accumulators of Tiles m16 row tiles x TokenTiles n8 token tiles, with the current
 /// group's partial sums spread over Sets independent sets (for the latency of a chain of mmas).
 template <int Tiles, int TokenTiles, bool ColumnSums, class Offset, int Sets = 1>

@@ -321,15 +321,14 @@ struct Sm90MmaBulkTmaGmmaRsMixedInput : Sm90MixedInputTile<Weight, ElementA_, Ti
         int const x = at + blk * BLayout::kBlockN + 8 * h;
         r.scale[blk][h] = to_float<ElementA>(scales[x]);
         if constexpr (kColumnSums) {
-          // (kSumBias + kSumStep q) - (kSumBias + kSumStep z) = kSumStep (q - z)
           if constexpr (kGroupZeros) {
-            r.offset[blk][h] = -(Convert::kSumBias + Convert::kSumStep * to_float<ElementA>(zeros[x]));
+            r.offset[blk][h] = column_sum_offset<Convert>(to_float<ElementA>(zeros[x]));
           } else {
-            constexpr float kOffset = -(Convert::kSumBias + Convert::kSumStep * Weight::kZeroPoint);
+            constexpr float kOffset = column_sum_offset<Convert>(Weight::kZeroPoint);
             r.offset[blk][h] = kOffset;
           }
-          if constexpr (Convert::kSumStep != 1.f) {
-            r.scale[blk][h] *= 1.f / Convert::kSumStep;
+          if constexpr (kColumnSumUnit<Convert> != 1.f) {
+            r.scale[blk][h] *= kColumnSumUnit<Convert>;
           }
         } else if constexpr (kGroupZeros) {
           r.offset[blk][h] = Convert::offset_of(zeros[x]);

@@ -219,8 +219,8 @@ struct Sm90MmaW4A8 : Sm90W4A8Tile<ElementOut_, TileN_, TileM_> {
 
   CUTE_DEVICE static void mma_sync(SharedStorage& s, Pipeline& pipe, int k_iters, Accumulator& accum, int ct) {
     using Convert = Convert4BitE4m3;
-    constexpr float kOffset = -(Convert::kSumBias + Convert::kSumStep * Weight::kZeroPoint);  // -(1 + 8 / 64)
-    constexpr float kUnit = 1.f / Convert::kSumStep;                                          // 64
+    constexpr float kOffset = column_sum_offset<Convert>(Weight::kZeroPoint);  // -(1 + 8 / 64)
+    constexpr float kUnit = kColumnSumUnit<Convert>;                            // 64
     SyncPartials r;
     zero(r.acc);
     r.clear_group();

@@ -57,7 +57,7 @@ CUTE_DEVICE void cp_async_wait() {
 }
 
 /// The codes of one lane's k16 step (layout/prepacked_b_sm80.hpp) -> the A fragments of its four
-/// m16 tiles: (kColumnSums) kBase + kStep q, or (8-bit codes under bf16) exact integers q - z.
+/// m16 tiles: (kColumnSums) kSumBias + kSumStep q, or (8-bit codes under bf16) exact integers q - z.
 template <class Weight, class Element>
 struct Codes {
   static constexpr bool kFp16 = std::is_same_v<Element, cutlass::half_t>;
@@ -65,20 +65,24 @@ struct Codes {
   static constexpr int kWords = kBits == 4 ? 4 : 8;
   /// 8-bit codes into bf16 go through fp32 (2^23 + q): bf16's mantissa holds no biased 8-bit code
   static constexpr bool kThroughFloat = kBits == 8 && !kFp16;
-  /// The other codes stay biased, kBase + kStep q (bf16 128 + q; fp16 1 + q / 64 for 4-bit codes,
-  /// 1024 + q for 8-bit ones): the mma sums them times a, and the kernel subtracts (kBase + kStep z)
-  /// times the activation's column sums (one more mma a k16 step) when it applies the group scale,
-  /// in place of a packed add per pair of codes. The partial sums are then about 17 (bf16), 9 or 18
-  /// (fp16) times the result's terms ((kBase + kStep z) / (kStep |q - z|)), well inside fp32 for a
-  /// 16-bit output; 4-bit codes as fp16's 1024 + q would make them 130 times.
+  /// The other codes stay biased, kSumBias + kSumStep q, as the sm90 converters' (bf16 128 + q;
+  /// fp16 1 + q / 64 for 4-bit codes, 1024 + q for 8-bit ones): the mma sums them times a, and the
+  /// kernel subtracts (kSumBias + kSumStep z) times the activation's column sums (one more mma a k16
+  /// step) when it applies the group scale, in place of a packed add per pair of codes. The partial
+  /// sums are then about 17 (bf16), 9 or 18 (fp16) times the result's terms ((kSumBias + kSumStep z)
+  /// / (kSumStep |q - z|)), well inside fp32 for a 16-bit output; 4-bit codes as fp16's 1024 + q
+  /// would make them 130 times.
   static constexpr bool kColumnSums = !kThroughFloat;
-  static constexpr float kBase = kThroughFloat ? 8388608.f : (kFp16 ? (kBits == 4 ? 1.f : 1024.f) : 128.f);
-  static constexpr float kStep = kBits == 4 && kFp16 ? 1.f / 64 : 1.f;
-  using Offset = float;  ///< -(kBase + kStep z)
+  struct ThroughFloat {  ///< 2^23 + q, minus 2^23 + z, in fp32
+    static constexpr float kSumBias = 8388608.f, kSumStep = 1.f;
+  };
+  using Biased = std::conditional_t<kThroughFloat, ThroughFloat,
+                                    std::conditional_t<kBits == 4, Convert4Bit<Element>, Convert8Bit<Element>>>;
+  static constexpr float kSumBias = Biased::kSumBias;
+  static constexpr float kSumStep = Biased::kSumStep;
+  using Offset = float;  ///< column_sum_offset: -(kSumBias + kSumStep z)
 
-  CUTE_DEVICE static Offset offset(float zero) {
-    return -fmaf(kStep, zero, kBase);  // exact: a multiple of kStep below 2^11 (or 2^23 + 255)
-  }
+  CUTE_DEVICE static Offset offset(float zero) { return column_sum_offset<Codes>(zero); }
 
   /// off[t][h]: the offset of tile t's rows g (h = 0) and g + 8 (h = 1)
   CUTE_DEVICE static void convert(uint32_t const (&w)[kWords], Offset const (&off)[4][2], uint32_t (&a)[4][4]) {
@@ -279,7 +283,7 @@ struct MixedInputKernel {
         CUTE_UNROLL
         for (int h = 0; h < 2; ++h) {
           uint32_t const at = scales + (row * TileN + n_local + 16 * t + 8 * h) * 2;
-          this->scale[t][h] = to_float<Element>(lds16(at)) * (1.f / Cvt::kStep);
+          this->scale[t][h] = to_float<Element>(lds16(at)) * kColumnSumUnit<Cvt>;
           if constexpr (kGroupZeros) {
             this->offset[t][h] = Cvt::offset(to_float<Element>(lds16(at + kScaleBytes)));
           }
