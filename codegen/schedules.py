@@ -63,29 +63,27 @@ class Schedule:
     def problems(self, e4m3: bool = False) -> list[str]:
         """Why this schedule cannot be compiled, if it cannot (e4m3: as a W4A8 schedule)."""
         out = []
+        if self.tile_n not in (128, 256):
+            out.append(f"tile_n must be 128 or 256 (one or two prepacked block rows), got {self.tile_n}")
+        if self.tile_m not in MIXED_INPUT_TILE_M:
+            out.append(f"tile_m must be one of {MIXED_INPUT_TILE_M}, got {self.tile_m}")
+        if self.cluster[1:] != (1, 1) or self.cluster[0] not in MIXED_INPUT_CLUSTER_K:
+            out.append(f"cluster must be (c, 1, 1) with c in {MIXED_INPUT_CLUSTER_K} (the CTAs a tile's k is "
+                       f"split over), got {self.cluster}")
         if e4m3:
             if self.tile_k != 128:
                 out.append(f"W4A8 stages are 128 deep (one group-scale row a stage), got tile_k {self.tile_k}")
             if self.w4a8_rescales() and self.tile_n != 128:
                 out.append(f"W4A8 tiles of more than 128 x 128 must have 128 weight rows (the accumulators of one "
                            f"block row are rescaled at each group), got {self.tile_n} x {self.tile_m}")
-            if self.tile_m not in MIXED_INPUT_TILE_M:
-                out.append(f"tile_m must be one of {MIXED_INPUT_TILE_M}, got {self.tile_m}")
-            if self.tile_n not in (128, 256) or self.cluster != (1, 1, 1):
-                out.append(f"tile_n must be 128 or 256 and cluster (1, 1, 1), got {self.tile_n}, {self.cluster}")
-            return out
-        if self.tile_n not in (128, 256):
-            out.append(f"tile_n must be 128 or 256 (one or two prepacked block rows), got {self.tile_n}")
-        if self.tile_m not in MIXED_INPUT_TILE_M:
-            out.append(f"tile_m must be one of {MIXED_INPUT_TILE_M}, got {self.tile_m}")
-        if self.tile_k not in (64, 128):
+            if self.cluster[0] > 1 and self.tile_m * self.tile_n // 128 > 64:
+                out.append(f"W4A8 split-K tiles need tile_m * tile_n / 128 <= 64 (the partials beside the "
+                           f"stages), got {self.tile_n} x {self.tile_m}")
+        elif self.tile_k not in (64, 128):
             out.append(f"tile_k must be 64 or 128, got {self.tile_k}")
         elif self.tile_k == 128 and self.tile_m * self.tile_n // 128 > 64:
             out.append(f"tile_k 128 needs tile_m * tile_n / 128 <= 64 (two 128-deep A buffers beside the "
                        f"accumulators must fit in the registers), got {self.tile_n} x {self.tile_m}")
-        if self.cluster[1:] != (1, 1) or self.cluster[0] not in MIXED_INPUT_CLUSTER_K:
-            out.append(f"cluster must be (c, 1, 1) with c in {MIXED_INPUT_CLUSTER_K} (the CTAs a tile's k is "
-                       f"split over), got {self.cluster}")
         return out
 
 
@@ -365,7 +363,7 @@ MIXED_INPUT_G32 = tuple(group32(f) for f in (U4B8_BF16, U4_BF16, U4B8_FP16, U4_F
 U4B8_E4M3_BF16 = with_rules(Family(
     name="u4b8_e4m3_bf16", weight="u4b8", input="cutlass::float_e4m3_t",
     space=tuple(_tile(n, m, 128) for n in (128, 256) for m in (8, 16, 32, 64, 128) if m * n // 128 <= 128)
-    + (_tile(128, 256, 128),)),
+    + (_tile(128, 256, 128),) + _split_k_tiles(128)),
     RULES_DIR / "u4b8_e4m3_bf16.json")
 #: the same with fp16 group scales and output: five of the bf16 family's tuned tiles (decode, M up to 32,
 #: 64 and 128, prefill), to keep the default build short, until tuned on its own

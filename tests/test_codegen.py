@@ -56,6 +56,10 @@ def test_w4a8_tiles_rescale_where_the_package_expects_it():
             assert f"w4a8_rescales({s.tile_n}, {s.tile_m}) == {str(s.w4a8_rescales()).lower()}" in files[f"mm_{name}.cu"]
     wide = Schedule(256, 128, 128)
     assert wide.w4a8_rescales() and any("128 weight rows" in p for p in wide.problems(e4m3=True))
+    # split-K over a cluster: the narrow W4A8 tiles (their partials fit beside the stages), not the wide
+    assert Schedule(256, 8, 128, (4, 1, 1)).problems(e4m3=True) == []
+    assert any("split-K" in p for p in Schedule(128, 128, 128, (2, 1, 1)).problems(e4m3=True))
+    assert any("cluster" in p for p in Schedule(256, 8, 128, (5, 1, 1)).problems(e4m3=True))
 
 
 def test_small_m_takes_narrow_tiles():
@@ -153,6 +157,7 @@ def test_split_k_clusters_are_c_by_1_by_1():
         assert any("cluster" in p for p in Schedule(128, 8, 128, bad).problems())
     # the families with split-K cluster tiles in their rules (the fp16 ones from their bf16 timings)
     tuned = {f"{w}{g}_{a}" for w in ("u4b8", "u4", "u8b128", "u8") for g in ("", "_g32") for a in ("bf16", "fp16")}
+    tuned.add("u4b8_e4m3_bf16")
     by_name = {f.name: f for f in FAMILIES}
     for name in tuned:
         assert any(s.cluster != (1, 1, 1) for s in by_name[name].schedules()), name
