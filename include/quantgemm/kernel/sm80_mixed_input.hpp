@@ -462,31 +462,10 @@ struct MixedInputKernel {
       }
       __syncthreads();
       if (wk == 0) {
-        // kBatch pieces' loads in flight at once: the pieces of a small layer's tile are many
-        constexpr int kBatch = kChunks >= 8 ? 1 : 8 / kChunks;
-        for (int c0 = c_lo + 1; c0 <= c_hi; c0 += kBatch) {
-          float4 x[kBatch][kChunks];
-          CUTE_UNROLL
-          for (int b = 0; b < kBatch; ++b) {
-            if (c0 + b <= c_hi) {
-              float4 const* src = piece(c0 + b);
-              CUTE_UNROLL
-              for (int i = 0; i < kChunks; ++i) {
-                x[b][i] = __ldcg(src + i * 32);
-              }
-            }
-          }
-          CUTE_UNROLL
-          for (int b = 0; b < kBatch; ++b) {
-            if (c0 + b <= c_hi) {
-              CUTE_UNROLL
-              for (int i = 0; i < kChunks; ++i) {
-                float* v = chunk(i);
-                v[0] += x[b][i].x, v[1] += x[b][i].y, v[2] += x[b][i].z, v[3] += x[b][i].w;
-              }
-            }
-          }
-        }
+        add_later_pieces<(kChunks >= 8 ? 1 : 8 / kChunks), kChunks>(c_lo, c_hi, 32, piece, [&](int i, float4 x) {
+          float* v = chunk(i);
+          v[0] += x.x, v[1] += x.y, v[2] += x.z, v[3] += x.w;
+        });
       }
     }
     if (wk == 0) {

@@ -274,31 +274,12 @@ struct Sm90GemmMixedInputStreamK {
     int const c_lo = int(blockIdx.x);  // the first piece's CTA
     cutlass::arch::NamedBarrier::sync(kSignalThreads, kReadyBarrier);
     int const c_hi = s.sk_last;  // found by the signalling warp while the mainloop ran
-    for (int c0 = c_lo + 1; c0 <= c_hi; c0 += kBatch) {
-      float4 x[kBatch][kChunks];
-      CUTE_UNROLL
-      for (int b = 0; b < kBatch; ++b) {
-        if (c0 + b <= c_hi) {
-          float4 const* src = piece(c0 + b);
-          CUTE_UNROLL
-          for (int i = 0; i < kChunks; ++i) {
-            x[b][i] = __ldcg(src + i * Mainloop::kConsumerThreads);
-          }
-        }
-      }
-      CUTE_UNROLL
-      for (int b = 0; b < kBatch; ++b) {
-        if (c0 + b <= c_hi) {
-          CUTE_UNROLL
-          for (int i = 0; i < kChunks; ++i) {
-            accum(4 * i) += x[b][i].x;
-            accum(4 * i + 1) += x[b][i].y;
-            accum(4 * i + 2) += x[b][i].z;
-            accum(4 * i + 3) += x[b][i].w;
-          }
-        }
-      }
-    }
+    add_later_pieces<kBatch, kChunks>(c_lo, c_hi, Mainloop::kConsumerThreads, piece, [&](int i, float4 x) {
+      accum(4 * i) += x.x;
+      accum(4 * i + 1) += x.y;
+      accum(4 * i + 2) += x.z;
+      accum(4 * i + 3) += x.w;
+    });
     return true;
   }
 

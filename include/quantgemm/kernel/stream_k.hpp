@@ -282,6 +282,37 @@ __device__ __forceinline__ void wait_for_pieces(int* counter, int later) {
   }
   *counter = 0;
 }
+
+/// The tile's first piece (every thread of the tile): adds the partials of the later pieces, CTAs
+/// c_lo + 1 to c_hi, in CTA order. A thread's share of a partial is Chunks float4s, `stride` apart,
+/// from piece(c); Batch pieces' loads are in flight at once (the pieces of a small layer's tile are
+/// many). add(i, x) adds chunk i.
+template <int Batch, int Chunks, class Piece, class Add>
+__device__ __forceinline__ void add_later_pieces(int c_lo, int c_hi, int stride, Piece const& piece,
+                                                 Add const& add) {
+  for (int c0 = c_lo + 1; c0 <= c_hi; c0 += Batch) {
+    float4 x[Batch][Chunks];
+#pragma unroll
+    for (int b = 0; b < Batch; ++b) {
+      if (c0 + b <= c_hi) {
+        float4 const* src = piece(c0 + b);
+#pragma unroll
+        for (int i = 0; i < Chunks; ++i) {
+          x[b][i] = __ldcg(src + i * stride);
+        }
+      }
+    }
+#pragma unroll
+    for (int b = 0; b < Batch; ++b) {
+      if (c0 + b <= c_hi) {
+#pragma unroll
+        for (int i = 0; i < Chunks; ++i) {
+          add(i, x[b][i]);
+        }
+      }
+    }
+  }
+}
 #endif
 
 }  // namespace quantgemm
