@@ -151,7 +151,7 @@ U4_MID, U8_MID = "h200-batch96-512-split.csv", "u8b128_bf16-h200-batch96-512-spl
     # M up to 64 with the split-K tiles (2026-12-06), M = 96 to 4096 with the 128 x 256 tile
     # (2026-12-04), then the timings before them
     ("u4b8_e4m3_bf16", ["u4b8_e4m3_bf16-h200-decode-split.csv", "u4b8_e4m3_bf16-h200-batch96-4096.csv",
-                        "u4b8_e4m3_bf16-h200.csv"], None, None),
+                        "u4b8_e4m3_bf16-h200.csv"], None, 16),
     # u4 up to M = 64, then u4b8's timings of the same tiles
     ("u4_bf16", ["u4_bf16-h200-decode.csv", U4_MID, "h200-llama3.csv", "h200-other-models.csv"],
      "u4b8_bf16", None),
