@@ -283,7 +283,7 @@ __device__ __forceinline__ void wait_for_pieces(int* counter, int later) {
   *counter = 0;
 }
 
-/// The tile's first piece (every thread of the tile): adds the partials of the later pieces, CTAs
+/// The tile's first piece (each thread that holds accumulators): adds the partials of the later pieces, CTAs
 /// c_lo + 1 to c_hi, in CTA order. A thread's share of a partial is Chunks float4s, `stride` apart,
 /// from piece(c); Batch pieces' loads are in flight at once (the pieces of a small layer's tile are
 /// many). add(i, x) adds chunk i.
