@@ -198,12 +198,13 @@ def prmt(a: int, b: int, selector: int) -> int:
 
 def test_e4m3_codes_become_the_m16n8k16_fragments_of_the_8_token_tiles():
     """Convert4BitE4m3::to_f16_biased (numeric/u4_e4m3.hpp), modelled step by step with the header's
-    PRMT selectors, on the host prepack: register r of lane (g, q) at k16 step j holds rows
-    g + 8 (r % 2) at k 16 j + 4 q + 2 (r // 2) + e (e: its half), the k at which the lane reads its
-    token's four e4m3 (collective/sm90_mma_w4a8.hpp), as 1 + code / 64 in fp16."""
+    PRMT selectors and bias, on the host prepack: register r of lane (g, q) at k16 step j holds rows
+    g + 8 (r % 2) at k 16 j + 4 q + 2 (r // 2) + e (e: its half), the k of the B fragment pairs that
+    the activation converter writes for the lane (collective/sm90_mma_w4a8.hpp), as 64 + code in fp16."""
     header = (Path(__file__).parent.parent / "include/quantgemm/numeric/u4_e4m3.hpp").read_text()
     selectors = [int(x, 16) for x in re.search(r"kSelect\[4\] = \{([^}]*)\}", header).group(1)
                  .replace("u", "").split(",")]
+    bias = int(re.search(r"kF16Bias = (0x[0-9A-Fa-f]+)u", header).group(1), 16)
     torch.manual_seed(7)
     codes = torch.randint(0, 16, (128, 64), dtype=torch.uint8)
     data = quantgemm.prepack_b(codes, layout="sm90_e4m3").data
@@ -214,11 +215,11 @@ def test_e4m3_codes_become_the_m16n8k16_fragments_of_the_8_token_tiles():
         for j in range(4):
             word = words[4 * t + j] & 0xFFFFFFFF
             for r, selector in enumerate(selectors):
-                x = (prmt(word, (word << 4) & 0xFFFFFFFF, selector) & 0x00F000F0) | 0x3C003C00
+                x = (prmt(word, (word << 4) & 0xFFFFFFFF, selector) & 0x00F000F0) | bias
                 for e in range(2):
                     value = torch.tensor([(x >> (16 * e)) & 0xFFFF], dtype=torch.int16).view(torch.float16).item()
                     k = 16 * j + 4 * q + 2 * (r // 2) + e
-                    assert value == 1 + int(codes[row + 8 * (r % 2), k]) / 64, (t, j, r, e)
+                    assert value == 64 + int(codes[row + 8 * (r % 2), k]), (t, j, r, e)
 
 
 @pytest.mark.parametrize("n,k", [(136, 72), (384, 192)])

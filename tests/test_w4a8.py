@@ -161,7 +161,7 @@ def test_every_schedule_across_zero_and_far_apart_group_scales():
 @requires_hopper
 @pytest.mark.parametrize("out_dtype", [torch.bfloat16, torch.float16])
 def test_every_schedule_on_activations_far_from_zero_mean(out_dtype):
-    """The 8-token tiles sum the codes as 1 + q / 64 and subtract (1 + 8 / 64) times the activation's
+    """The 8-token tiles sum the codes as 64 + q and subtract (64 + 8) times the activation's
     column sums per stage (docs/kernel.md): an activation whose mean dominates it makes that
     cancellation largest."""
     names = schedules(out_dtype)

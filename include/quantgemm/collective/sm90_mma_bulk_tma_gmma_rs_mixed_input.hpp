@@ -220,6 +220,8 @@ struct Sm90MmaBulkTmaGmmaRsMixedInput : Sm90MixedInputTile<Weight, ElementA_, Ti
     pipe.advance();
   }
 
+  static constexpr bool kConvertsAct = false;  ///< (the W4A8 8-token tiles' activation converter)
+
   /// Activation producer (one thread): fills the next stage with the activation tile of k from k,
   /// rows [m0, m0 + TileM) (rows past M and columns past K read as zeros).
   CUTE_DEVICE static void load_act(CUtensorMap const* tma_act, SharedStorage& s, Pipeline& pipe, int k, int m0) {

@@ -81,7 +81,22 @@ struct Sm90MmaW4A8 : Sm90W4A8Tile<ElementOut_, TileN_, TileM_> {
   using Accumulator = decltype(cute::partition_fragment_C(
       TiledMma{}, cute::Shape<cute::Int<TileN>, cute::Int<TileM>>{}));  // (MMA, kBlocksN, 1)
 
-  CUTE_DEVICE static void init_barriers(SharedStorage& s) { WeightStream::init_barriers(s); }
+  /// The 8-token tiles: the activation producer's warp converts each stage's e4m3 tile into fp16
+  /// (convert_act) and arrives on the stage's full barrier in the producer's place; the tile's TMA
+  /// counts on act_full.
+  static constexpr bool kConvertsAct = Tile::kConvertsAct;
+  /// stages the conversion trails the activation loads by (their latency from the L2)
+  static constexpr int kConvertLag = 3;
+  static_assert(!kConvertsAct || Stages > kConvertLag);
+
+  CUTE_DEVICE static void init_barriers(SharedStorage& s) {
+    if constexpr (kConvertsAct) {
+      for (int i = 0; i < Stages; ++i) {
+        cutlass::arch::ClusterTransactionBarrier::init(&s.act_full[i], 1);
+      }
+    }
+    WeightStream::init_barriers(s);  // (and the fence)
+  }
 
   CUTE_DEVICE static LoadCursor cursor(Params const& p, int n_tile, int blk, int kb) {
     return WeightStream::cursor(p, n_tile, blk, kb);
@@ -91,14 +106,52 @@ struct Sm90MmaW4A8 : Sm90W4A8Tile<ElementOut_, TileN_, TileM_> {
     WeightStream::load(p, s, pipe, c, blk);
   }
 
-  /// Activation producer (one thread): the e4m3 tile of k from k, rows [m0, m0 + TileM), one TMA box
-  /// (rows past M and columns past K read as zeros).
-  CUTE_DEVICE static void load_act(CUtensorMap const* tma_act, SharedStorage& s, Pipeline& pipe, int k, int m0) {
+  /// Activation producer (thread `issue`; every lane of its warp waits): the e4m3 tile of k from k,
+  /// rows [m0, m0 + TileM), one TMA box (rows past M and columns past K read as zeros).
+  CUTE_DEVICE static void load_act(CUtensorMap const* tma_act, SharedStorage& s, Pipeline& pipe, int k, int m0,
+                                   bool issue = true) {
     int const i = pipe.index;
     cutlass::arch::ClusterBarrier::wait(&s.empty[i], pipe.phase ^ 1u);
-    cutlass::arch::ClusterTransactionBarrier::arrive_and_expect_tx(&s.full[i], kActBytes);
-    cute::SM90_TMA_LOAD_2D::copy(tma_act, &s.full[i], static_cast<uint64_t>(cute::TMA::CacheHintSm90::EVICT_NORMAL),
-                                 s.act.data() + i * (TileM * TileK), k, m0);
+    if (issue) {
+      uint64_t* const landed = kConvertsAct ? &s.act_full[i] : &s.full[i];
+      cutlass::arch::ClusterTransactionBarrier::arrive_and_expect_tx(landed, kActBytes);
+      cute::SM90_TMA_LOAD_2D::copy(tma_act, landed, static_cast<uint64_t>(cute::TMA::CacheHintSm90::EVICT_NORMAL),
+                                   s.act.data() + i * (TileM * TileK), k, m0);
+    }
+    pipe.advance();
+  }
+
+  /// The 8-token tiles' activation converter (the activation producer's warp, lane `lane`): stage
+  /// `pipe`'s e4m3 tile, once landed, into fp16 (exact) in the order of the consumers' mma.sync B
+  /// fragments, then the warp's arrival on the stage's full barrier. Token g's 128 e4m3 of the stage
+  /// are eight 16-byte chunks, k16 step j at chunk j ^ g (128B swizzle); lane 4 g + r converts its
+  /// steps 2 r and 2 r + 1. Word q of step j (k 16 j + 4 q ... 4 q + 3) is the B fragment pair of
+  /// mma k 2 q, 2 q + 1 (its first two values) and 2 q + 8, 2 q + 9 (its last two) of the weight's
+  /// k order (mma_sync): the fp16 tile holds, per k-block (1 KB) and token (128 bytes), step j's
+  /// first fp16 values as chunk 2 (j % 4) and its last as chunk 2 (j % 4) + 1, chunk c at c ^ g, the
+  /// 16-bit mainloop's 8-token tile for ldmatrix.
+  CUTE_DEVICE static void convert_act(SharedStorage& s, Pipeline& pipe, int lane) {
+    int const i = pipe.index;
+    cutlass::arch::ClusterTransactionBarrier::wait(&s.act_full[i], pipe.phase);
+    int const g = lane / 4;
+    uint32_t const from = smem_address(s.act.data() + i * (TileM * TileK)) + g * 128;
+    uint32_t const to = smem_address(s.act16.data() + i * (TileM * TileK)) + g * 128;
+    CUTE_UNROLL
+    for (int h = 0; h < 2; ++h) {
+      int const j = 2 * (lane % 4) + h;
+      uint4 const x = lds128(from + ((j ^ g) << 4));
+      uint4 const first = {e4m3x2_to_f16x2(x.x), e4m3x2_to_f16x2(x.y), e4m3x2_to_f16x2(x.z), e4m3x2_to_f16x2(x.w)};
+      uint4 const last = {e4m3x2_to_f16x2(x.x >> 16), e4m3x2_to_f16x2(x.y >> 16), e4m3x2_to_f16x2(x.z >> 16),
+                          e4m3x2_to_f16x2(x.w >> 16)};
+      int const c = 2 * (j % 4);
+      uint32_t const slot = to + (j / 4) * 1024;
+      sts128(slot + ((c ^ g) << 4), first);
+      sts128(slot + (((c + 1) ^ g) << 4), last);
+    }
+    __syncwarp();
+    if (lane == 0) {
+      cutlass::arch::ClusterBarrier::arrive(&s.full[i]);
+    }
     pipe.advance();
   }
 
@@ -205,22 +258,23 @@ struct Sm90MmaW4A8 : Sm90W4A8Tile<ElementOut_, TileN_, TileM_> {
   // NOTE: tiles of 8 tokens (decode) run mma.sync m16n8k16 on fp16 instead of wgmma, as the 16-bit
   // mainloop's do: a warp's 16 rows of the fp8 wgmma A fragments hold, per k16 step, the rows and k
   // of one m16n8k16 A fragment (the k in another order: its k 2q, 2q + 1 | 2q + 8, 2q + 9 are the
-  // step's 4q ... 4q + 3), converted to the fp16 values 1 + q / 64 (Convert4BitE4m3::to_f16_biased,
-  // exact); each lane reads its token's four e4m3 at that k from the swizzled TMA tile and converts
-  // them to fp16 (exact) in the same order. One more mma a k16 step, with an A operand of ones, sums
-  // the activation's columns, and when the stage's fp32 partial sums are added in, (1 + 8 / 64)
-  // times those sums come off before the group scale (times 64): the 16-bit mainloop's column sums
-  // (collective/mma_sync_group_partials.hpp), with the code 4 bits up under fp16's 1.0 where bf16
+  // step's 4q ... 4q + 3), converted to the fp16 values 64 + q (Convert4BitE4m3::to_f16_biased,
+  // exact); the activation producer's warp has converted the stage's e4m3 tile to fp16 in the same
+  // order (convert_act: once a CTA, where each consumer warp converting its own B fragments cost 5
+  // of its instructions a k16 step), read by ldmatrix. One more mma a k16 step, with an A operand of
+  // ones, sums the activation's columns, and when the stage's fp32 partial sums are added in,
+  // (64 + 8) times those sums come off before the group scale: the 16-bit mainloop's column sums
+  // (collective/mma_sync_group_partials.hpp), with the code 4 bits up under fp16's 64.0 where bf16
   // puts it under 128, so that the partial sums are about 9 times the result's terms
-  // ((1 + 8 / 64) / (|q - 8| / 64)), not the 130 times that 1024 + q would give. (mma.sync on e4m3 is itself an unpack to fp16 and two HMMA on
-  // sm_90: SASS.)
+  // ((64 + 8) / |q - 8|), not the 130 times that 1024 + q would give. (mma.sync on e4m3 is itself an
+  // unpack to fp16 and two HMMA on sm_90: SASS.)
   static constexpr bool kSyncMma = sm90_sync_mma(TileM);
   using SyncPartials = GroupPartials<kBlocksN, 1, true, float, 2>;  // partial sums for alternate k16 steps
 
   CUTE_DEVICE static void mma_sync(SharedStorage& s, Pipeline& pipe, int k_iters, Accumulator& accum, int ct) {
     using Convert = Convert4BitE4m3;
-    constexpr float kOffset = column_sum_offset<Convert>(Weight::kZeroPoint);  // -(1 + 8 / 64)
-    constexpr float kUnit = kColumnSumUnit<Convert>;                            // 64
+    constexpr float kOffset = column_sum_offset<Convert>(Weight::kZeroPoint);  // -(64 + 8)
+    static_assert(kColumnSumUnit<Convert> == 1.f, "the codes' sums are in the scale's units");
     SyncPartials r;
     zero(r.acc);
     r.clear_group();
@@ -229,23 +283,24 @@ struct Sm90MmaW4A8 : Sm90W4A8Tile<ElementOut_, TileN_, TileM_> {
       r.offset[blk][0] = r.offset[blk][1] = kOffset;
     }
     int const lane = ct % 32;
-    int const g = lane / 4;
-    int const row = (ct / 32) * 16 + g;  // the A fragment rows g and g + 8 of the warp's 16 in each block row
-    // token g's 128-byte row of a stage (an 8 x 128-byte swizzle atom): its 16-byte chunk c at c ^ g,
-    // the lane's four e4m3 at byte 4 (lane % 4) of the chunk
-    static_assert(TileM * TileK == 1024 && kKBlocks * BLayout::kKSteps * 2 == 8);
-    uint32_t const act = smem_address(s.act.data()) + g * 128 + (lane % 4) * 4;
+    int const row = (ct / 32) * 16 + lane / 4;  // the A fragment rows g and g + 8 of the warp's 16 in each block row
+    // the fp16 activation (convert_act), a k-block's ldmatrix.x4 of two k16 steps: lane l addresses
+    // token l % 8 in matrix l / 8 (chunk 4 p + l / 8 of the token's 128 bytes, stored at that ^ token)
+    static_assert(TileM * TileK == 1024 && kKBlocks * BLayout::kKSteps * 2 == 8 && kConvertsAct);
+    uint32_t const act = smem_address(s.act16.data()) + (lane % 8) * 128;
+    int const chunk = lane / 8;
+    int const swizzle = lane % 8;
     for (int it = 0; it < k_iters; ++it) {
       int const i = pipe.index;
       cutlass::arch::ClusterTransactionBarrier::wait(&s.full[i], pipe.phase);
       stage_scales(s, i, row, r.scale);
       CUTE_UNROLL
-      for (int blk = 0; blk < kBlocksN; ++blk) {
-        r.scale[blk][0] *= kUnit;
-        r.scale[blk][1] *= kUnit;
-      }
-      CUTE_UNROLL
       for (int kb = 0; kb < kKBlocks; ++kb) {
+        uint32_t b[2][4];  // k16 steps 2p and 2p + 1: b[p][0..1] and b[p][2..3]
+        CUTE_UNROLL
+        for (int p = 0; p < 2; ++p) {
+          ldmatrix_x4(b[p], act + (i * kKBlocks + kb) * 1024 + (((4 * p + chunk) ^ swizzle) << 4));
+        }
         uint32_t words[kBlocksN][4];  // word j: the k16 step j of the k-block (k32 step j / 2, half j % 2)
         CUTE_UNROLL
         for (int blk = 0; blk < kBlocksN; ++blk) {
@@ -258,14 +313,13 @@ struct Sm90MmaW4A8 : Sm90W4A8Tile<ElementOut_, TileN_, TileM_> {
         }
         CUTE_UNROLL
         for (int j = 0; j < 4; ++j) {
-          uint32_t const x = lds32(act + i * 1024 + (((4 * kb + j) ^ g) << 4));
-          uint32_t const b[2] = {e4m3x2_to_f16x2(x), e4m3x2_to_f16x2(x >> 16)};
-          r.template add_column_sums<cutlass::half_t>(0, b);
+          uint32_t const bj[2] = {b[j / 2][2 * (j % 2)], b[j / 2][2 * (j % 2) + 1]};
+          r.template add_column_sums<cutlass::half_t>(0, bj);
           CUTE_UNROLL
           for (int blk = 0; blk < kBlocksN; ++blk) {
             uint32_t a[4];
             Convert::to_f16_biased(words[blk][j], a);
-            mma_16816<cutlass::half_t>(r.part[j % 2][blk][0], a, b);
+            mma_16816<cutlass::half_t>(r.part[j % 2][blk][0], a, bj);
           }
         }
       }

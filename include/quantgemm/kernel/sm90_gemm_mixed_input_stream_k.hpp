@@ -110,6 +110,8 @@ struct Sm90GemmMixedInputStreamK {
   static constexpr uint32_t kPublishBarrier = 2;   // a later piece's partial is stored
   static constexpr uint32_t kReadyBarrier = 3;     // every later piece of the tile is published
   static constexpr int kSignalThreads = Mainloop::kConsumerThreads + 32;
+  /// whether the activation producer's warp converts each stage's activation (the W4A8 8-token tiles)
+  static constexpr bool kConvertsAct = Mainloop::kConvertsAct;
 
   using Params = typename Config::Params;
   using SharedStorage = typename Config::SharedStorage;
@@ -155,14 +157,33 @@ struct Sm90GemmMixedInputStreamK {
             Mainloop::load(p.mainloop, s.mainloop, pipe, cursor, weight_producer);
           }
         }
-      } else if (threadIdx.x == 64) {  // the activation producer
+      } else if (threadIdx.x == 64 || (threadIdx.x / 32 == 2 && kConvertsAct)) {
+        // the activation producer (thread 64) and, where the mainloop takes a converted copy, its
+        // warp converting each stage kConvertLag stages behind the loads
         wait_for_previous_kernel();
+        [[maybe_unused]] int const lane = threadIdx.x % 32;
         typename Mainloop::Pipeline pipe;
+        [[maybe_unused]] typename Mainloop::Pipeline converted;
+        [[maybe_unused]] int behind = 0;  // stages loaded, not yet converted
         Segments segments(p.work, blockIdx.x);
         for (WorkSegment seg; segments.next(seg);) {
           int const m0 = (seg.tile / tiles_n) * TileM;
           for (int kb = seg.k_begin; kb < seg.k_end; ++kb) {
-            Mainloop::load_act(&p.tma_act, s.mainloop, pipe, kb * Mainloop::TileK, m0);
+            if constexpr (kConvertsAct) {
+              Mainloop::load_act(&p.tma_act, s.mainloop, pipe, kb * Mainloop::TileK, m0, lane == 0);
+              if (behind == Mainloop::kConvertLag) {
+                Mainloop::convert_act(s.mainloop, converted, lane);
+              } else {
+                ++behind;
+              }
+            } else {
+              Mainloop::load_act(&p.tma_act, s.mainloop, pipe, kb * Mainloop::TileK, m0);
+            }
+          }
+        }
+        if constexpr (kConvertsAct) {
+          for (; behind > 0; --behind) {
+            Mainloop::convert_act(s.mainloop, converted, lane);
           }
         }
       } else if (threadIdx.x / 32 == 1 && ClusterK == 1) {

@@ -14,7 +14,7 @@
     2 LOP3, 3 shifts. The group scale is not folded into the e4m3 value (three mantissa bits would
     round it); the mainloop applies it to fp32 partial sums (collective/sm90_mma_w4a8.hpp).
 
-    The 8-token tiles take the same codes as fp16 values 1 + q / 64 instead (to_f16_biased), for
+    The 8-token tiles take the same codes as fp16 values 64 + q instead (to_f16_biased), for
     mma.sync on the 16-bit tensor core.
 */
 #pragma once
@@ -45,20 +45,23 @@ struct Convert4BitE4m3 {
 
   /// The same word as fp16 values of an m16n8k16 A fragment (the 8-token tiles' mma.sync on the
   /// 16-bit tensor core): a = {nibbles 0-1, 4-5, 2-3, 6-7} (rows g, g + 8, g, g + 8 at k 4 q,
-  /// 4 q + 1 | 4 q + 2, 4 q + 3 of the word's k16 step), each value 1 + q / 64 exactly: fp16's 1.0
-  /// with the code in mantissa bits 4-7. Per pair a PRMT puts, as the high nibble of a byte, nibble
-  /// 2 p in the low half (from the word shifted up by 4) and nibble 2 p + 1 in the high half, and a
-  /// LOP3 keeps those nibbles under 1.0's bits: per word 1 shift, 4 PRMT, 4 LOP3. The mainloop takes
-  /// the bias off with the activation's column sums, after the mma, in fp32.
-  static constexpr float kSumBias = 1.f;  ///< value = kSumBias + kSumStep q, as the 16-bit converters' kSum constants
-  static constexpr float kSumStep = 1.f / 64;
+  /// 4 q + 1 | 4 q + 2, 4 q + 3 of the word's k16 step), each value 64 + q exactly: fp16's 64.0
+  /// (exponent 6, mantissa steps of 1/16) with the code in mantissa bits 4-7. Per pair a PRMT puts,
+  /// as the high nibble of a byte, nibble 2 p in the low half (from the word shifted up by 4) and
+  /// nibble 2 p + 1 in the high half, and a LOP3 keeps those nibbles under 64.0's bits: per word 1
+  /// shift, 4 PRMT, 4 LOP3. The mainloop takes the bias off with the activation's column sums, after
+  /// the mma, in fp32. (1 + q / 64 under 1.0 is the same sum times 1 / 64, which the group scale
+  /// would then take back with a multiply a scale.)
+  static constexpr float kSumBias = 64.f;  ///< value = kSumBias + kSumStep q, as the 16-bit converters' kSum constants
+  static constexpr float kSumStep = 1.f;
+  static constexpr uint32_t kF16Bias = 0x54005400u;  ///< fp16 64.0 in both halves
   CUTE_DEVICE static void to_f16_biased(uint32_t word, uint32_t (&a)[4]) {
     constexpr uint32_t kSelect[4] = {0x0004u, 0x0206u, 0x0105u, 0x0307u};
     uint32_t const shifted = word << 4;
     CUTE_UNROLL
     for (int r = 0; r < 4; ++r) {
       uint32_t const x = prmt(word, shifted, kSelect[r]);
-      asm("lop3.b32 %0, %1, %2, %3, 0xEA;\n" : "=r"(a[r]) : "r"(x), "r"(0x00F000F0u), "r"(0x3C003C00u));  // (x & b) | c
+      asm("lop3.b32 %0, %1, %2, %3, 0xEA;\n" : "=r"(a[r]) : "r"(x), "r"(0x00F000F0u), "r"(kF16Bias));  // (x & b) | c
     }
   }
 };
