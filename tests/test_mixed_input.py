@@ -373,7 +373,7 @@ def built_schedules(weight_type, dtype, group_size=128):
                                                ("u4b8", torch.float16), ("u4", torch.float16),
                                                ("u8b128", torch.float16), ("u8", torch.float16)])
 def test_8_token_tiles_on_activations_far_from_zero_mean(weight_type, dtype):
-    # the 8-token tiles sum biased codes (bf16 128 + q, fp16 1 + q / 64 or 1024 + q) times the
+    # the 8-token tiles sum biased codes (bf16 128 + q, fp16 64 + q or 1024 + q) times the
     # activation and subtract the bias times its column sums per group (docs/kernel.md): an
     # activation whose mean dominates it makes that cancellation largest
     tiles = [s for s in built_schedules(weight_type, dtype) if mixed_input.exact_weight(1, 1, 1, schedule=s)]

@@ -156,7 +156,7 @@ def test_heuristic_matches_reference_on_a_large_layer(weight_type, dtype, m):
                                                ("u4b8", torch.float16), ("u4", torch.float16),
                                                ("u8b128", torch.float16), ("u8", torch.float16)])
 def test_activations_far_from_zero_mean(weight_type, dtype):
-    # codes sum (b + f q) a and subtract (b + f z) sum(a) per group (bf16 128 + q, fp16 1 + q / 64
+    # codes sum (b + q) a and subtract (b + z) sum(a) per group (bf16 128 + q, fp16 64 + q
     # or 1024 + q; docs/kernel.md): an activation whose mean dominates it makes that cancellation largest
     sm80_schedules(weight_type, dtype)
     k = 14336

@@ -5,10 +5,10 @@
              part   = sum_{k in group} c[n, k] * a[m, k]                  (mma.sync, fp32)
              acc   += s[group, n] * (part + offset[n] * sums[m])          (once per group)
 
-           c = q - zero exactly with offset unused, or (ColumnSums) c = b + f q, the code biased
-           under the converter's constant b (bf16 128 + q, fp16 1 + q / 64), sums[m] =
-           sum_{k in group} a[m, k] (one more mma a k16 step, with an A operand of ones), offset =
-           -(b + f zero) and the scale s / f. Either way the weight is s (q - zero) unrounded
+           c = q - zero exactly with offset unused, or (ColumnSums) c = b + q, the code biased
+           under the converter's constant b (bf16 128 + q, fp16 64 + q), sums[m] =
+           sum_{k in group} a[m, k] (one more mma a k16 step, with an A operand of ones) and offset =
+           -(b + zero). Either way the weight is s (q - zero) unrounded
            (reference.mm_quantized(..., exact_weight=True)), one FMA per accumulator and group where
            scaling each code costs a packed multiply per pair of codes.
 
@@ -40,16 +40,14 @@ CUTE_DEVICE void zero(T (&a)[N]) {
   }
 }
 
-/// The column-sum path's constants for a converter whose codes are kSumBias + kSumStep q: the
-/// offset -(kSumBias + kSumStep zero) that comes off times the column sums (exact: a multiple of
-/// kSumStep below 2^11, or 2^23 + 255), and the factor 1 / kSumStep the group scale takes, since
-/// (kSumBias + kSumStep q) + offset = kSumStep (q - zero).
+/// The column-sum path's offset for a converter whose codes are kSumBias + q: -(kSumBias + zero)
+/// comes off times the column sums (exact below 2^11, or 2^23 + 255), since (kSumBias + q) + offset
+/// = q - zero. (Every converter's codes step by 1, so that the sums are in the group scale's units:
+/// fp16's 4-bit codes sit under 64.0, not 1.0, which would take a multiply a scale.)
 template <class Convert>
 CUTE_HOST_DEVICE constexpr float column_sum_offset(float zero) {
-  return -(Convert::kSumBias + Convert::kSumStep * zero);
+  return -(Convert::kSumBias + zero);
 }
-template <class Convert>
-inline constexpr float kColumnSumUnit = 1.f / Convert::kSumStep;
 
 /// A lane's accumulators of Tiles m16 row tiles x TokenTiles n8 token tiles, with the current
 /// group's partial sums spread over Sets independent sets (for the latency of a chain of mmas).

@@ -301,7 +301,7 @@ struct Sm90MmaBulkTmaGmmaRsMixedInput : Sm90MixedInputTile<Weight, ElementA_, Ti
   // time, with no warpgroup batch to wait for and no second A-register buffer.
   // The group scales then go onto fp32 partial sums, once per scale row
   // (collective/mma_sync_group_partials.hpp): the codes need no packed multiply, and 4-bit codes
-  // stay biased (bf16 128 + q, fp16 1 + q / 64), and so do 8-bit codes under fp16 (1024 + q: the
+  // stay biased (bf16 128 + q, fp16 64 + q), and so do 8-bit codes under fp16 (1024 + q: the
   // converters' kSum constants), with the activation's column sums taking the bias and zero point
   // off (one LOP3 or PRMT a pair of codes in all). The weight is s (q - z) unrounded, as in the
   // sm80 kernels.
@@ -328,9 +328,6 @@ struct Sm90MmaBulkTmaGmmaRsMixedInput : Sm90MixedInputTile<Weight, ElementA_, Ti
           } else {
             constexpr float kOffset = column_sum_offset<Convert>(Weight::kZeroPoint);
             r.offset[blk][h] = kOffset;
-          }
-          if constexpr (kColumnSumUnit<Convert> != 1.f) {
-            r.scale[blk][h] *= kColumnSumUnit<Convert>;
           }
         } else if constexpr (kGroupZeros) {
           r.offset[blk][h] = Convert::offset_of(zeros[x]);

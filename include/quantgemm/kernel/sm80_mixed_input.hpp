@@ -10,9 +10,9 @@
     rows (TileN = 64 WarpsN) times WarpsK along each 64-deep stage's four k16 steps, whose
     partial sums meet in shared memory at the end of a tile.
 
-    Codes stay biased, b + f q, one LOP3 (4-bit) or PRMT (8-bit under fp16) a pair: bf16 128 + q,
-    fp16 1 + q / 64 (4-bit codes 4 bits up under 1.0) or 1024 + q (8-bit); one more mma a k16 step
-    sums the activation's columns, of which (b + f z) times come off when the group ends
+    Codes stay biased, b + q, one LOP3 (4-bit) or PRMT (8-bit under fp16) a pair: bf16 128 + q,
+    fp16 64 + q (4-bit codes 4 bits up under 64.0) or 1024 + q (8-bit); one more mma a k16 step
+    sums the activation's columns, of which (b + z) times come off when the group ends
     (Codes::kColumnSums). 8-bit codes under bf16 go through fp32 (2^23 + q) and lose 2^23 + z there,
     exactly (f = 1). The mma sums them into fp32 partials per group; when a group ends,
     acc += (s / f) * partial: one FMA per accumulator and group in place of a packed multiply per
@@ -57,7 +57,7 @@ CUTE_DEVICE void cp_async_wait() {
 }
 
 /// The codes of one lane's k16 step (layout/prepacked_b_sm80.hpp) -> the A fragments of its four
-/// m16 tiles: (kColumnSums) kSumBias + kSumStep q, or (8-bit codes under bf16) exact integers q - z.
+/// m16 tiles: (kColumnSums) kSumBias + q, or (8-bit codes under bf16) exact integers q - z.
 template <class Weight, class Element>
 struct Codes {
   static constexpr bool kFp16 = std::is_same_v<Element, cutlass::half_t>;
@@ -65,22 +65,20 @@ struct Codes {
   static constexpr int kWords = kBits == 4 ? 4 : 8;
   /// 8-bit codes into bf16 go through fp32 (2^23 + q): bf16's mantissa holds no biased 8-bit code
   static constexpr bool kThroughFloat = kBits == 8 && !kFp16;
-  /// The other codes stay biased, kSumBias + kSumStep q, as the sm90 converters' (bf16 128 + q;
-  /// fp16 1 + q / 64 for 4-bit codes, 1024 + q for 8-bit ones): the mma sums them times a, and the
-  /// kernel subtracts (kSumBias + kSumStep z) times the activation's column sums (one more mma a k16
-  /// step) when it applies the group scale, in place of a packed add per pair of codes. The partial
-  /// sums are then about 17 (bf16), 9 or 18 (fp16) times the result's terms ((kSumBias + kSumStep z)
-  /// / (kSumStep |q - z|)), well inside fp32 for a 16-bit output; 4-bit codes as fp16's 1024 + q
+  /// The other codes stay biased, kSumBias + q, as the sm90 converters' (bf16 128 + q; fp16
+  /// 64 + q for 4-bit codes, 1024 + q for 8-bit ones): the mma sums them times a, and the kernel
+  /// subtracts (kSumBias + z) times the activation's column sums (one more mma a k16 step) when it
+  /// applies the group scale, in place of a packed add per pair of codes. The partial sums are then
+  /// about 17 (bf16), 9 or 18 (fp16) times the result's terms ((kSumBias + z) / |q - z|), well inside fp32 for a 16-bit output; 4-bit codes as fp16's 1024 + q
   /// would make them 130 times.
   static constexpr bool kColumnSums = !kThroughFloat;
   struct ThroughFloat {  ///< 2^23 + q, minus 2^23 + z, in fp32
-    static constexpr float kSumBias = 8388608.f, kSumStep = 1.f;
+    static constexpr float kSumBias = 8388608.f;
   };
   using Biased = std::conditional_t<kThroughFloat, ThroughFloat,
                                     std::conditional_t<kBits == 4, Convert4Bit<Element>, Convert8Bit<Element>>>;
   static constexpr float kSumBias = Biased::kSumBias;
-  static constexpr float kSumStep = Biased::kSumStep;
-  using Offset = float;  ///< column_sum_offset: -(kSumBias + kSumStep z)
+  using Offset = float;  ///< column_sum_offset: -(kSumBias + z)
 
   CUTE_DEVICE static Offset offset(float zero) { return column_sum_offset<Codes>(zero); }
 
@@ -91,12 +89,12 @@ struct Codes {
       for (int i = 0; i < 4; ++i) {  // word i: tiles 2 (i / 2) and 2 (i / 2) + 1, registers 2 (i % 2) + {0, 1}
         int const t = 2 * (i / 2), h = 2 * (i % 2);
         uint32_t const x = w[i];
-        if constexpr (kFp16) {  // 1 + q / 64: each code at bits 4-7 under 1.0 (0x3C00)
-          constexpr uint32_t kMask = 0x00f000f0u, kOne = 0x3C003C00u;
-          a[t][h] = lop3_and_or(x << 4, kMask, kOne);
-          a[t][h + 1] = lop3_and_or(x >> 4, kMask, kOne);
-          a[t + 1][h] = lop3_and_or(x, kMask, kOne);
-          a[t + 1][h + 1] = lop3_and_or(x >> 8, kMask, kOne);
+        if constexpr (kFp16) {  // 64 + q: each code at bits 4-7 under 64.0 (0x5400)
+          constexpr uint32_t kMask = 0x00f000f0u, kMagic = Bits16<Element>::kSumMagic;
+          a[t][h] = lop3_and_or(x << 4, kMask, kMagic);
+          a[t][h + 1] = lop3_and_or(x >> 4, kMask, kMagic);
+          a[t + 1][h] = lop3_and_or(x, kMask, kMagic);
+          a[t + 1][h + 1] = lop3_and_or(x >> 8, kMask, kMagic);
         } else {  // 128 + q: each code at bits 0-3 under 128 (0x4300)
           constexpr uint32_t kMask = 0x000f000fu, kMagic = 0x43004300u;
           a[t][h] = lop3_and_or(x, kMask, kMagic);
@@ -283,7 +281,7 @@ struct MixedInputKernel {
         CUTE_UNROLL
         for (int h = 0; h < 2; ++h) {
           uint32_t const at = scales + (row * TileN + n_local + 16 * t + 8 * h) * 2;
-          this->scale[t][h] = to_float<Element>(lds16(at)) * kColumnSumUnit<Cvt>;
+          this->scale[t][h] = to_float<Element>(lds16(at));
           if constexpr (kGroupZeros) {
             this->offset[t][h] = Cvt::offset(to_float<Element>(lds16(at + kScaleBytes)));
           }

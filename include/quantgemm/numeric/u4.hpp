@@ -85,11 +85,10 @@ struct Bits16<cutlass::bfloat16_t> {
   static constexpr uint32_t kMinusOne = 0xBF80BF80u;  // {-1, -1}
   static constexpr uint32_t kMinusMagic = 0xC300C300u;
   static constexpr uint32_t kU4b8Offset = 0xC308C308u;  // {-136, -136}: -(128 + 8)
-  // the column-sum path's codes: kSumBias + kSumStep q, the code kSumShift bits up under kSumMagic
+  // the column-sum path's codes: kSumBias + q, the code kSumShift bits up under kSumMagic
   static constexpr uint32_t kSumMagic = kMagic;
   static constexpr int kSumShift = 0;
   static constexpr float kSumBias = 128.f;
-  static constexpr float kSumStep = 1.f;
   CUTE_DEVICE static Pair fma(Pair a, Pair b, Pair c) { return __hfma2(a, b, c); }
   CUTE_DEVICE static Pair mul(Pair a, Pair b) { return __hmul2(a, b); }
 };
@@ -102,13 +101,12 @@ struct Bits16<cutlass::half_t> {
   static constexpr uint32_t kMinusOne = 0xBC00BC00u;
   static constexpr uint32_t kMinusMagic = 0xE400E400u;
   static constexpr uint32_t kU4b8Offset = 0xE408E408u;  // {-1032, -1032}: -(1024 + 8)
-  // the column-sum path's codes: 1 + q / 64, the code 4 bits up under 1.0, so that the partial sums
-  // are about (1 + z / 64) / (|q - z| / 64), 9 times the result's terms, where 1024 + q would make
-  // them 130 times
-  static constexpr uint32_t kSumMagic = kOne;
+  // the column-sum path's codes: 64 + q, the code 4 bits up under 64.0 (exponent 6, mantissa steps
+  // of 1/16), so that the partial sums are about (64 + z) / |q - z|, 9 times the result's terms,
+  // where 1024 + q would make them 130 times
+  static constexpr uint32_t kSumMagic = 0x54005400u;  // {64, 64}
   static constexpr int kSumShift = 4;
-  static constexpr float kSumBias = 1.f;
-  static constexpr float kSumStep = 1.f / 64;
+  static constexpr float kSumBias = 64.f;
   CUTE_DEVICE static Pair fma(Pair a, Pair b, Pair c) { return __hfma2(a, b, c); }
   CUTE_DEVICE static Pair mul(Pair a, Pair b) { return __hmul2(a, b); }
 };
@@ -123,10 +121,9 @@ struct Convert4Bit {
   using Pair = typename B::Pair;
   using Offset = Pair;  ///< {-(M + zero), -(M + zero)}
   static constexpr uint32_t kMask = 0x000f000fu;
-  /// the mma.sync tiles' column-sum path: biased() gives kSumBias + kSumStep q
+  /// the mma.sync tiles' column-sum path: biased() gives kSumBias + q
   static constexpr bool kColumnSums = true;
   static constexpr float kSumBias = B::kSumBias;
-  static constexpr float kSumStep = B::kSumStep;
 
   template <class T>
   CUTE_DEVICE static T bits_as(uint32_t bits) {
@@ -141,7 +138,7 @@ struct Convert4Bit {
     return B::fma(bits_as<Pair>(biased_pair(word, i)), bits_as<Pair>(B::kOne), offset);
   }
 
-  /// out[i] = {B::kSumBias + B::kSumStep v[2i], ...}, exact: the codes for the column-sum path, one
+  /// out[i] = {B::kSumBias + v[2i], ...}, exact: the codes for the column-sum path, one
   /// LOP3 a pair (and the shifts).
   CUTE_DEVICE static void biased(uint32_t word, uint32_t (&out)[4]) {
     constexpr int up = B::kSumShift;

@@ -52,8 +52,7 @@ struct Convert4BitE4m3 {
   /// shift, 4 PRMT, 4 LOP3. The mainloop takes the bias off with the activation's column sums, after
   /// the mma, in fp32. (1 + q / 64 under 1.0 is the same sum times 1 / 64, which the group scale
   /// would then take back with a multiply a scale.)
-  static constexpr float kSumBias = 64.f;  ///< value = kSumBias + kSumStep q, as the 16-bit converters' kSum constants
-  static constexpr float kSumStep = 1.f;
+  static constexpr float kSumBias = 64.f;  ///< value = kSumBias + q, as the 16-bit converters' kSumBias
   static constexpr uint32_t kF16Bias = 0x54005400u;  ///< fp16 64.0 in both halves
   CUTE_DEVICE static void to_f16_biased(uint32_t word, uint32_t (&a)[4]) {
     constexpr uint32_t kSelect[4] = {0x0004u, 0x0206u, 0x0105u, 0x0307u};

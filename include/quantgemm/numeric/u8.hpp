@@ -100,7 +100,6 @@ struct Convert8Bit<cutlass::half_t> : Convert8BitWords<Convert8Bit<cutlass::half
   /// partial sums are then about 18 times the result's terms, (1024 + z) / |q - z|)
   static constexpr bool kColumnSums = true;
   static constexpr float kSumBias = 1024.f;
-  static constexpr float kSumStep = 1.f;
   CUTE_DEVICE static void biased(uint32_t word0, uint32_t word1, uint32_t (&out)[4]) {
     uint32_t const words[2] = {word0, word1};
     CUTE_UNROLL
