@@ -129,7 +129,9 @@ struct Sm90MmaW4A8 : Sm90W4A8Tile<ElementOut_, TileN_, TileM_> {
   /// mma k 2 q, 2 q + 1 (its first two values) and 2 q + 8, 2 q + 9 (its last two) of the weight's
   /// k order (mma_sync): the fp16 tile holds, per k-block (1 KB) and token (128 bytes), step j's
   /// first fp16 values as chunk 2 (j % 4) and its last as chunk 2 (j % 4) + 1, chunk c at c ^ g, the
-  /// 16-bit mainloop's 8-token tile for ldmatrix.
+  /// 16-bit mainloop's 8-token tile for ldmatrix. Then the stage's sum of each token's activation
+  /// (act_sums), which the consumers' column-sum path takes (mma_sync): from that tile, with one
+  /// mma a k16 step and an A operand of ones, as the 16-bit 8-token tiles' consumers take them.
   CUTE_DEVICE static void convert_act(SharedStorage& s, Pipeline& pipe, int lane) {
     int const i = pipe.index;
     cutlass::arch::ClusterTransactionBarrier::wait(&s.act_full[i], pipe.phase);
@@ -147,6 +149,23 @@ struct Sm90MmaW4A8 : Sm90W4A8Tile<ElementOut_, TileN_, TileM_> {
       uint32_t const slot = to + (j / 4) * 1024;
       sts128(slot + ((c ^ g) << 4), first);
       sts128(slot + (((c + 1) ^ g) << 4), last);
+    }
+    __syncwarp();
+    float sums[4] = {0.f, 0.f, 0.f, 0.f};  // (rows alike) tokens 2 (lane % 4) and 2 (lane % 4) + 1
+    constexpr uint32_t kOnes = 0x3C003C00u;
+    uint32_t const tile = to - g * 128 + (lane % 8) * 128;
+    CUTE_UNROLL
+    for (int kb = 0; kb < kKBlocks; ++kb) {
+      CUTE_UNROLL
+      for (int p = 0; p < 2; ++p) {
+        uint32_t b[4];
+        ldmatrix_x4(b, tile + kb * 1024 + (((4 * p + lane / 8) ^ (lane % 8)) << 4));
+        mma_16816<cutlass::half_t>(sums, {kOnes, kOnes, kOnes, kOnes}, {b[0], b[1]});
+        mma_16816<cutlass::half_t>(sums, {kOnes, kOnes, kOnes, kOnes}, {b[2], b[3]});
+      }
+    }
+    if (lane < 4) {
+      *reinterpret_cast<float2*>(s.act_sums.data() + i * TileM + 2 * lane) = make_float2(sums[0], sums[1]);
     }
     __syncwarp();
     if (lane == 0) {
@@ -261,9 +280,10 @@ struct Sm90MmaW4A8 : Sm90W4A8Tile<ElementOut_, TileN_, TileM_> {
   // step's 4q ... 4q + 3), converted to the fp16 values 64 + q (Convert4BitE4m3::to_f16_biased,
   // exact); the activation producer's warp has converted the stage's e4m3 tile to fp16 in the same
   // order (convert_act: once a CTA, where each consumer warp converting its own B fragments cost 5
-  // of its instructions a k16 step), read by ldmatrix. One more mma a k16 step, with an A operand of
-  // ones, sums the activation's columns, and when the stage's fp32 partial sums are added in,
-  // (64 + 8) times those sums come off before the group scale: the 16-bit mainloop's column sums
+  // of its instructions a k16 step), read by ldmatrix, and the stage's sums of each token's
+  // activation (an mma a k16 step with an A operand of ones, there, where the 16-bit tiles' consumer
+  // warps each issue it); when the stage's fp32 partial sums are added in, (64 + 8) times those
+  // sums come off before the group scale: the 16-bit mainloop's column sums
   // (collective/mma_sync_group_partials.hpp), with the code 4 bits up under fp16's 64.0 where bf16
   // puts it under 128, so that the partial sums are about 9 times the result's terms
   // ((64 + 8) / |q - 8|), not the 130 times that 1024 + q would give. (mma.sync on e4m3 is itself an
@@ -313,7 +333,6 @@ struct Sm90MmaW4A8 : Sm90W4A8Tile<ElementOut_, TileN_, TileM_> {
         CUTE_UNROLL
         for (int j = 0; j < 4; ++j) {
           uint32_t const bj[2] = {b[j / 2][2 * (j % 2)], b[j / 2][2 * (j % 2) + 1]};
-          r.template add_column_sums<cutlass::half_t>(0, bj);
           CUTE_UNROLL
           for (int blk = 0; blk < kBlocksN; ++blk) {
             uint32_t a[4];
@@ -322,6 +341,9 @@ struct Sm90MmaW4A8 : Sm90W4A8Tile<ElementOut_, TileN_, TileM_> {
           }
         }
       }
+      float2 const sums = *reinterpret_cast<float2 const*>(s.act_sums.data() + i * TileM + 2 * (lane % 4));
+      r.sums[0][0] = sums.x;  // (convert_act: tokens 2 (lane % 4), 2 (lane % 4) + 1)
+      r.sums[0][1] = sums.y;
       r.flush();
       __syncwarp();
       WeightStream::release(s, i, ct);

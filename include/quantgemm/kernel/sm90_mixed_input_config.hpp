@@ -120,17 +120,18 @@ struct Sm90W4A8Tile : Sm90PrepackedBlock<4> {
   static_assert(kBlocksN * Block::kBlockN == TileN && (kBlocksN == 1 || kBlocksN == 2));
   static constexpr int kActBoxK = TileK;
   static constexpr uint32_t kActBytes = TileM * TileK;
-  /// The 8-token tiles (mma.sync on fp16) also hold each stage's activation as fp16, converted once
-  /// a stage by the activation producer's warp (collective/sm90_mma_w4a8.hpp).
+  /// The 8-token tiles (mma.sync on fp16) also hold each stage's activation as fp16 and its sums
+  /// per token, made once a stage by the activation producer's warp (collective/sm90_mma_w4a8.hpp).
   static constexpr bool kConvertsAct = sm90_sync_mma(TileM);
   static constexpr uint32_t kStageBytes = kKBlocks * kBlocksN * (Block::kBlockBytes + Block::kBlockN * sizeof(ElementOut)) +
-                                          kActBytes * (kConvertsAct ? 3 : 1);
+                                          kActBytes * (kConvertsAct ? 3 : 1) + (kConvertsAct ? TileM * 4 : 0);
   using Params = Sm90MixedInputMainloopParams<ElementOut>;
 
   template <int Stages>
   struct Storage {
     SmemArray<cutlass::float_e4m3_t, TileM * TileK * Stages, 1024> act;
     SmemArray<uint16_t, kConvertsAct ? TileM * TileK * Stages : 8, 1024> act16;  // [stage][kb][token][64 k] fp16
+    SmemArray<float, kConvertsAct ? TileM * Stages : 4, 16> act_sums;             // [stage][token]
     SmemArray<uint8_t, Stages * kKBlocks * kBlocksN * Block::kBlockBytes, 128> b;  // [stage][blk][kb]
     SmemArray<ElementOut, Stages * kKBlocks * TileN, 128> scales;                  // [stage][kb][n]
     uint64_t full[Stages];
