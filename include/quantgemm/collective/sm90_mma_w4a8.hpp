@@ -113,7 +113,10 @@ struct Sm90MmaW4A8 : Sm90W4A8Tile<ElementOut_, TileN_, TileM_> {
     int const i = pipe.index;
     cutlass::arch::ClusterBarrier::wait(&s.empty[i], pipe.phase ^ 1u);
     if (issue) {
-      uint64_t* const landed = kConvertsAct ? &s.act_full[i] : &s.full[i];
+      uint64_t* landed = &s.full[i];
+      if constexpr (kConvertsAct) {
+        landed = &s.act_full[i];
+      }
       cutlass::arch::ClusterTransactionBarrier::arrive_and_expect_tx(landed, kActBytes);
       cute::SM90_TMA_LOAD_2D::copy(tma_act, landed, static_cast<uint64_t>(cute::TMA::CacheHintSm90::EVICT_NORMAL),
                                    s.act.data() + i * (TileM * TileK), k, m0);

@@ -107,6 +107,16 @@ constexpr bool sm90_sync_mma(int tile_m) { return tile_m == 8; }
 /// checked in each generated W4A8 translation unit.
 constexpr bool w4a8_rescales(int tile_n, int tile_m) { return tile_n * tile_m > 128 * 128; }
 
+/// The W4A8 8-token tiles' converted activation (Sm90W4A8Tile::kConvertsAct); nothing elsewhere.
+template <int TileM, int TileK, int Stages, bool Converts>
+struct Sm90W4A8ConvertedAct {
+  SmemArray<uint16_t, TileM * TileK * Stages, 1024> act16;  ///< [stage][kb][token][64 k] fp16
+  SmemArray<float, TileM * Stages, 16> act_sums;            ///< [stage][token]
+  uint64_t act_full[Stages];                                ///< the e4m3 activation has landed
+};
+template <int TileM, int TileK, int Stages>
+struct Sm90W4A8ConvertedAct<TileM, TileK, Stages, false> {};
+
 /// The W4A8 mainloop's tile (collective/sm90_mma_w4a8.hpp): u4b8 blocks in their e4m3 layout, 128
 /// of k a stage (two k-blocks, one group-scale row each, one 128-wide TMA box of e4m3 activation).
 template <class ElementOut, int TileN_, int TileM_>
@@ -128,15 +138,12 @@ struct Sm90W4A8Tile : Sm90PrepackedBlock<4> {
   using Params = Sm90MixedInputMainloopParams<ElementOut>;
 
   template <int Stages>
-  struct Storage {
+  struct Storage : Sm90W4A8ConvertedAct<TileM, TileK, Stages, kConvertsAct> {
     SmemArray<cutlass::float_e4m3_t, TileM * TileK * Stages, 1024> act;
-    SmemArray<uint16_t, kConvertsAct ? TileM * TileK * Stages : 8, 1024> act16;  // [stage][kb][token][64 k] fp16
-    SmemArray<float, kConvertsAct ? TileM * Stages : 4, 16> act_sums;             // [stage][token]
     SmemArray<uint8_t, Stages * kKBlocks * kBlocksN * Block::kBlockBytes, 128> b;  // [stage][blk][kb]
     SmemArray<ElementOut, Stages * kKBlocks * TileN, 128> scales;                  // [stage][kb][n]
     uint64_t full[Stages];
     uint64_t empty[Stages];
-    uint64_t act_full[kConvertsAct ? Stages : 1];  ///< kConvertsAct: the e4m3 activation has landed
   };
 };
 
