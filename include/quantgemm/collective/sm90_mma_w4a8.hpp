@@ -85,9 +85,10 @@ struct Sm90MmaW4A8 : Sm90W4A8Tile<ElementOut_, TileN_, TileM_> {
   /// (convert_act) and arrives on the stage's full barrier in the producer's place; the tile's TMA
   /// counts on act_full.
   static constexpr bool kConvertsAct = Tile::kConvertsAct;
-  /// stages the conversion trails the activation loads by (their latency from the L2)
-  static constexpr int kConvertLag = 3;
-  static_assert(!kConvertsAct || Stages > kConvertLag);
+  /// stages the conversion trails the activation loads by (their latency from the L2: the warp
+  /// converts a stage each time a consumer frees one, so each load has that many stages' time to land)
+  static constexpr int kConvertLag = Stages - 2 < 6 ? Stages - 2 : 6;
+  static_assert(!kConvertsAct || kConvertLag >= 2);
 
   CUTE_DEVICE static void init_barriers(SharedStorage& s) {
     if constexpr (kConvertsAct) {
@@ -154,7 +155,7 @@ struct Sm90MmaW4A8 : Sm90W4A8Tile<ElementOut_, TileN_, TileM_> {
       sts128(slot + (((c + 1) ^ g) << 4), last);
     }
     __syncwarp();
-    float sums[4] = {0.f, 0.f, 0.f, 0.f};  // (rows alike) tokens 2 (lane % 4) and 2 (lane % 4) + 1
+    float sums[4][4] = {};  // (rows alike) tokens 2 (lane % 4) and 2 (lane % 4) + 1, four chains
     constexpr uint32_t kOnes = 0x3C003C00u;
     uint32_t const tile = to - g * 128 + (lane % 8) * 128;
     CUTE_UNROLL
@@ -163,12 +164,14 @@ struct Sm90MmaW4A8 : Sm90W4A8Tile<ElementOut_, TileN_, TileM_> {
       for (int p = 0; p < 2; ++p) {
         uint32_t b[4];
         ldmatrix_x4(b, tile + kb * 1024 + (((4 * p + lane / 8) ^ (lane % 8)) << 4));
-        mma_16816<cutlass::half_t>(sums, {kOnes, kOnes, kOnes, kOnes}, {b[0], b[1]});
-        mma_16816<cutlass::half_t>(sums, {kOnes, kOnes, kOnes, kOnes}, {b[2], b[3]});
+        mma_16816<cutlass::half_t>(sums[2 * p], {kOnes, kOnes, kOnes, kOnes}, {b[0], b[1]});
+        mma_16816<cutlass::half_t>(sums[2 * p + 1], {kOnes, kOnes, kOnes, kOnes}, {b[2], b[3]});
       }
     }
     if (lane < 4) {
-      *reinterpret_cast<float2*>(s.act_sums.data() + i * TileM + 2 * lane) = make_float2(sums[0], sums[1]);
+      *reinterpret_cast<float2*>(s.act_sums.data() + i * TileM + 2 * lane) =
+          make_float2((sums[0][0] + sums[1][0]) + (sums[2][0] + sums[3][0]),
+                      (sums[0][1] + sums[1][1]) + (sums[2][1] + sums[3][1]));
     }
     __syncwarp();
     if (lane == 0) {
