@@ -20,7 +20,7 @@ from pathlib import Path
 RULES_DIR = Path(__file__).resolve().parent / "rules"
 
 #: Activation-row tile sizes the sm90 mixed-input kernel supports (the wgmma N).
-MIXED_INPUT_TILE_M = (8, 16, 32, 64, 128, 256)
+MIXED_INPUT_TILE_M = (8, 16, 32, 64, 96, 128, 192, 256)
 
 
 #: CTAs a tile's k is split over (a thread-block cluster, partials reduced in its shared memory);
@@ -295,20 +295,24 @@ def _split_k_tiles(k: int) -> tuple[Schedule, ...]:
                  if m * n // 128 <= 64)
 
 
-#: Split-K over 2 CTAs for 128-token tiles (64 KB of partials beside the stages): the layers of 32 to
-#: 96 such tiles at M = 96 to 256, where stream-K's fixup of a 128 x 128 partial costs more.
-_WIDE_SPLIT_K_TILES = (_tile(128, 128, 64, 2),)
+#: Split-K over 2 CTAs for 96- and 128-token tiles (48 or 64 KB of partials beside the stages): the
+#: layers of 32 to 96 such tiles at M = 96 to 256, where stream-K's fixup of a wide partial costs more.
+_WIDE_SPLIT_K_TILES = (_tile(128, 96, 64, 2), _tile(128, 128, 64, 2))
 
 #: Stream-K tiles of 8 to 64 tokens, 64- or 128-deep (128: where two A buffers fit, m * n / 128 <= 64).
 _NARROW_TILES = tuple(_tile(n, m, k) for n in (128, 256) for m in (8, 16, 32, 64) for k in (64, 128)
                       if not (k == 128 and m * n // 128 > 64))
 
+#: Stream-K tiles of 96 to 256 tokens, 64-deep. 96 and 192 serve M = 65 ... 96 and 129 ... 192 with
+#: no token rows past the problem (a 128- or 256-token tile computes and streams a third or a
+#: quarter of zeros there).
+_PREFILL_TILES = (_tile(128, 96), _tile(128, 128), _tile(128, 192), _tile(128, 256), _tile(256, 128))
+
 #: u4b8 weights (GPTQ symmetric 4-bit) x bf16 activations, group scales in the K loop.
 U4B8_BF16 = with_rules(Family(
     name="u4b8_bf16",
     weight="u4b8",
-    space=(_NARROW_TILES + (_tile(128, 128), _tile(128, 256), _tile(256, 128)) + _split_k_tiles(128)
-           + _WIDE_SPLIT_K_TILES),
+    space=(_NARROW_TILES + _PREFILL_TILES + _split_k_tiles(128) + _WIDE_SPLIT_K_TILES),
 ), RULES_DIR / "u4b8_bf16.json")
 
 # The other weight and activation types run the same mainloop (u4: one more shared-memory row, the

@@ -11,7 +11,7 @@ from quantgemm import tune
 from quantgemm.models import MODELS, unsupported_reason
 
 S = {name: f"u4b8_bf16_{name}_c1x1x1" for name in ("128x8x128", "256x8x128", "128x64x128", "256x64x64",
-                                                    "128x256x64")}
+                                                    "128x256x64", "128x96x64", "128x192x64")}
 SHAPES = [(4096, 4096), (6144, 4096), (28672, 4096), (4096, 14336), (28672, 8192)]
 
 
@@ -101,6 +101,9 @@ def test_only_fitting_tiles_are_timed():
     assert tune.admissible(S["128x8x128"], 1) and not tune.admissible(S["128x64x128"], 1)
     assert tune.admissible(S["128x64x128"], 48) and tune.admissible(S["128x64x128"], 96)
     assert tune.admissible(S["128x256x64"], 8192) and not tune.admissible(S["128x8x128"], 8192)
+    # the tiles of 96 and 192 tokens: in the buckets they fit
+    assert tune.admissible(S["128x96x64"], 96) and tune.admissible(S["128x192x64"], 192)
+    assert not tune.admissible(S["128x96x64"], 192) and not tune.admissible(S["128x192x64"], 64)
     with pytest.raises(ValueError, match="not a schedule name"):
         tune.tile_m("u4b8_bf16_128x8")
     # W8A8 and block-scaled: narrow swapped token tiles for small M, the rest from M = 64
@@ -137,12 +140,14 @@ def test_unknown_models_are_named():
 
 
 TUNING = Path(__file__).resolve().parent.parent / "docs" / "tuning"
-#: the timings of M = 96 to 512 with the split-K tiles there (2026-12-04), read before older ones
+#: the timings of M = 96 to 512 with the split-K tiles there (2026-12-04), read before older ones;
+#: for 4-bit, those with the 96- and 192-token tiles (an H100, 2026-12-06) before them
+U4_TILES = "h100-batch96-512-tiles96-192.csv"
 U4_MID, U8_MID = "h200-batch96-512-split.csv", "u8b128_bf16-h200-batch96-512-split.csv"
 
 
 @pytest.mark.parametrize("family,patterns,timings_family,max_schedules", [
-    ("u4b8_bf16", [U4_MID, "h200-*.csv"], None, None), ("fp8", ["fp8-h200.csv"], None, None),
+    ("u4b8_bf16", [U4_TILES, U4_MID, "h200-*.csv"], None, None), ("fp8", ["fp8-h200.csv"], None, None),
     ("fp8fast", ["fp8fast-h200.csv"], None, 9), ("fp8block_bf16", ["fp8block_bf16-h200.csv"], None, 6),
     ("u8b128_bf16", ["u8b128_bf16-h200-decode.csv", U8_MID, "u8b128_bf16-h200.csv"], None, None),
     # u8 up to M = 64, then u8b128's timings of the same tiles
@@ -153,11 +158,11 @@ U4_MID, U8_MID = "h200-batch96-512-split.csv", "u8b128_bf16-h200-batch96-512-spl
     ("u4b8_e4m3_bf16", ["u4b8_e4m3_bf16-h200-decode-split.csv", "u4b8_e4m3_bf16-h200-batch96-4096.csv",
                         "u4b8_e4m3_bf16-h200.csv"], None, 16),
     # u4 up to M = 64, then u4b8's timings of the same tiles
-    ("u4_bf16", ["u4_bf16-h200-decode.csv", U4_MID, "h200-llama3.csv", "h200-other-models.csv"],
+    ("u4_bf16", ["u4_bf16-h200-decode.csv", U4_TILES, U4_MID, "h200-llama3.csv", "h200-other-models.csv"],
      "u4b8_bf16", None),
     # fp16 activations and output: the bf16 timings over fewer schedules
-    ("u4b8_fp16", [U4_MID, "h200-*.csv"], "u4b8_bf16", 18),
-    ("u4_fp16", ["u4_bf16-h200-decode.csv", U4_MID, "h200-llama3.csv", "h200-other-models.csv"], "u4_bf16,u4b8_bf16", 18),
+    ("u4b8_fp16", [U4_TILES, U4_MID, "h200-*.csv"], "u4b8_bf16", 18),
+    ("u4_fp16", ["u4_bf16-h200-decode.csv", U4_TILES, U4_MID, "h200-llama3.csv", "h200-other-models.csv"], "u4_bf16,u4b8_bf16", 18),
     ("u8b128_fp16", ["u8b128_bf16-h200-decode.csv", U8_MID, "u8b128_bf16-h200.csv"], "u8b128_bf16", 18),
     ("u8_fp16", ["u8_bf16-h200-decode.csv", U8_MID, "u8b128_bf16-h200.csv"], "u8_bf16,u8b128_bf16", 18),
     # groups of 32: the bf16 families on their own timings, the fp16 ones over 8 of their code width's

@@ -5,8 +5,8 @@
     python -m quantgemm.tune --from-csv a.csv,b.csv --out u4b8_bf16.json      (no GPU needed)
 
 The build must hold the candidates (`-Ccmake.define.QUANTGEMM_SCHEDULES=all`). For every model
-layer and M bucket the tuner times each schedule whose activation-row tile fits the bucket (the
-power of two at or above M, or half of it; for W8A8, the swapped schedules up to M = 256 and the
+layer and M bucket the tuner times each schedule whose activation-row tile fits the bucket (from half
+the power of two at or above M to that power: 96 and 128 at M = 96, 128, 192 and 256 at 192; for W8A8, the swapped schedules up to M = 256 and the
 others from M = 64), as medians of CUDA-graph replays with the weights
 rotated beyond the L2. The rules file it writes is what the build reads
 (`-Ccmake.define.QUANTGEMM_RULES=/path/u4b8_bf16.json`, or copied over codegen/rules/); docs/tuning.md
@@ -65,7 +65,7 @@ def admissible(schedule: str, m: int) -> bool:
     if schedule.endswith(("_coop", "_pp", "_sk")):
         return m >= 64
     fit = min(32 if schedule.startswith("sm80_") else 256, max(8, 1 << (m - 1).bit_length()))
-    return tile_m(schedule) in (fit, fit // 2)
+    return fit // 2 <= tile_m(schedule) <= fit
 
 
 def _bucket_rules(shapes: dict[tuple[int, int], dict[str, float]], tolerance: float) -> list[RuleSpec]:
