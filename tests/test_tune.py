@@ -141,17 +141,17 @@ def test_unknown_models_are_named():
 
 TUNING = Path(__file__).resolve().parent.parent / "docs" / "tuning"
 #: the timings of M = 96 to 512 with the split-K tiles there (2026-12-04), read before older ones;
-#: for 4-bit, those with the 96- and 192-token tiles (an H100, 2026-12-06) before them
-U4_TILES = "h100-batch96-512-tiles96-192.csv"
+#: those with the 96- and 192-token tiles (an H100, 2026-12-06 and 2026-12-07) before them
+U4_TILES, U8_TILES = "h100-batch96-512-tiles96-192.csv", "u8b128_bf16-h100-batch96-512-tiles96-192.csv"
 U4_MID, U8_MID = "h200-batch96-512-split.csv", "u8b128_bf16-h200-batch96-512-split.csv"
 
 
 @pytest.mark.parametrize("family,patterns,timings_family,max_schedules", [
     ("u4b8_bf16", [U4_TILES, U4_MID, "h200-*.csv"], None, None), ("fp8", ["fp8-h200.csv"], None, None),
     ("fp8fast", ["fp8fast-h200.csv"], None, 9), ("fp8block_bf16", ["fp8block_bf16-h200.csv"], None, 6),
-    ("u8b128_bf16", ["u8b128_bf16-h200-decode.csv", U8_MID, "u8b128_bf16-h200.csv"], None, None),
+    ("u8b128_bf16", ["u8b128_bf16-h200-decode.csv", U8_TILES, U8_MID, "u8b128_bf16-h200.csv"], None, None),
     # u8 up to M = 64, then u8b128's timings of the same tiles
-    ("u8_bf16", ["u8_bf16-h200-decode.csv", U8_MID, "u8b128_bf16-h200.csv"], "u8b128_bf16", None),
+    ("u8_bf16", ["u8_bf16-h200-decode.csv", U8_TILES, U8_MID, "u8b128_bf16-h200.csv"], "u8b128_bf16", None),
     ("sm80_u4b8_bf16", ["sm80_u4b8_bf16-h200.csv"], None, None),
     # M up to 64 with the split-K tiles (2026-12-06), M = 96 to 4096 with the 128 x 256 tile
     # (2026-12-04), then the timings before them
@@ -163,8 +163,8 @@ U4_MID, U8_MID = "h200-batch96-512-split.csv", "u8b128_bf16-h200-batch96-512-spl
     # fp16 activations and output: the bf16 timings over fewer schedules
     ("u4b8_fp16", [U4_TILES, U4_MID, "h200-*.csv"], "u4b8_bf16", 18),
     ("u4_fp16", ["u4_bf16-h200-decode.csv", U4_TILES, U4_MID, "h200-llama3.csv", "h200-other-models.csv"], "u4_bf16,u4b8_bf16", 18),
-    ("u8b128_fp16", ["u8b128_bf16-h200-decode.csv", U8_MID, "u8b128_bf16-h200.csv"], "u8b128_bf16", 18),
-    ("u8_fp16", ["u8_bf16-h200-decode.csv", U8_MID, "u8b128_bf16-h200.csv"], "u8_bf16,u8b128_bf16", 18),
+    ("u8b128_fp16", ["u8b128_bf16-h200-decode.csv", U8_TILES, U8_MID, "u8b128_bf16-h200.csv"], "u8b128_bf16", 18),
+    ("u8_fp16", ["u8_bf16-h200-decode.csv", U8_TILES, U8_MID, "u8b128_bf16-h200.csv"], "u8_bf16,u8b128_bf16", 18),
     # groups of 32: the bf16 families on their own timings, the fp16 ones over 8 of their code width's
     ("u4b8_g32_bf16", ["u4b8_g32_bf16-h200.csv"], None, 12), ("u4_g32_bf16", ["u4_g32_bf16-h200.csv"], None, 11),
     ("u8b128_g32_bf16", ["u8b128_g32_bf16-h200.csv"], None, 12), ("u8_g32_bf16", ["u8_g32_bf16-h200.csv"], None, 8)
