@@ -333,7 +333,7 @@ U4_FP16 = with_rules(replace(U4_BF16, name="u4_fp16", activation="cutlass::half_
 # 64- and 128-deep (but for 256 x 32 x 128 over 4 CTAs: its three ranks' partials leave room for
 # two 8-bit stages, and the mainloop needs three). u8b128 x bf16 and u8 x bf16 have rules from the
 # tuner, the fp16 8-bit families from their bf16 timings, as the fp16 4-bit ones.
-U8_SPACE = (_NARROW_TILES + (_tile(128, 96), _tile(128, 128), _tile(128, 192), _tile(128, 256)) + _split_k_tiles(64)
+U8_SPACE = (_NARROW_TILES + tuple(t for t in _PREFILL_TILES if t.tile_n == 128) + _split_k_tiles(64)
             + tuple(s for s in _split_k_tiles(128) if s != _tile(256, 32, 128, 4)) + _WIDE_SPLIT_K_TILES)
 U8B128_BF16 = with_rules(Family(name="u8b128_bf16", weight="u8b128", space=U8_SPACE),
                          RULES_DIR / "u8b128_bf16.json")

@@ -5,10 +5,10 @@
     python -m quantgemm.tune --from-csv a.csv,b.csv --out u4b8_bf16.json      (no GPU needed)
 
 The build must hold the candidates (`-Ccmake.define.QUANTGEMM_SCHEDULES=all`). For every model
-layer and M bucket the tuner times each schedule whose activation-row tile fits the bucket (from half
-the power of two at or above M to that power: 96 and 128 at M = 96, 128, 192 and 256 at 192; for W8A8, the swapped schedules up to M = 256 and the
-others from M = 64), as medians of CUDA-graph replays with the weights
-rotated beyond the L2. The rules file it writes is what the build reads
+layer and M bucket the tuner times each schedule whose activation-row tile fits the bucket (from
+half the power of two at or above M to that power: 96 and 128 at M = 96, 128, 192 and 256 at 192;
+for W8A8, the swapped schedules up to M = 256 and the others from M = 64), as medians of CUDA-graph
+replays with the weights rotated beyond the L2. The rules file it writes is what the build reads
 (`-Ccmake.define.QUANTGEMM_RULES=/path/u4b8_bf16.json`, or copied over codegen/rules/); docs/tuning.md
 says how. Synthesis, per M bucket: for each schedule as the bucket's default, the layers where it
 is more than `tolerance` off the best get rules before it, bounded above on N and K, each the
