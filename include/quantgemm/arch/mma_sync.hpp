@@ -23,6 +23,9 @@ CUTE_DEVICE uint4 lds128(uint32_t address) {
 CUTE_DEVICE void sts128(uint32_t address, uint4 v) {
   asm volatile("st.shared.v4.u32 [%0], {%1, %2, %3, %4};\n" ::"r"(address), "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w));
 }
+CUTE_DEVICE void sts32(uint32_t address, uint32_t v) {
+  asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(address), "r"(v));
+}
 CUTE_DEVICE uint32_t lds32(uint32_t address) {
   uint32_t v;
   asm volatile("ld.shared.b32 %0, [%1];\n" : "=r"(v) : "r"(address));

@@ -26,6 +26,8 @@
 #pragma once
 
 #include <cuda.h>
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
 
 #include "cute/arch/cluster_sm90.hpp"
 #include "cute/arch/copy_sm90_desc.hpp"
@@ -338,7 +340,24 @@ struct Sm90GemmMixedInputStreamK {
     return true;
   }
 
-  /// accum (rows: weight n, columns: activation m) -> bf16 out tile via shared memory and a TMA store.
+  /// Two fp32 values as one 32-bit word of ElementOut (lo in the low half), each rounded to nearest even.
+  CUTE_DEVICE static uint32_t pack_out(float lo, float hi) {
+    if constexpr (cute::is_same_v<ElementOut, cutlass::half_t>) {
+      __half2 const h = __floats2half2_rn(lo, hi);
+      return reinterpret_cast<uint32_t const&>(h);
+    } else {
+      __nv_bfloat162 const h = __floats2bfloat162_rn(lo, hi);
+      return reinterpret_cast<uint32_t const&>(h);
+    }
+  }
+
+  /// accum (rows: weight n, columns: activation m) -> the out tile via shared memory and TMA stores.
+  /// s.out holds TileN / 64 boxes of (TileM, 64), each row of 128 bytes with the TMA's 128-byte
+  /// swizzle (16-byte chunk c of row r at chunk c ^ (r % 8)). A thread holds, of each 8 x 8 block
+  /// of its warp's accumulator, row n at tokens m and m + 1, packed in one word; one shuffle with its
+  /// neighbour row's lane (lane ^ 4) and a byte permute give each a word of rows n, n + 1 at one
+  /// token, and the swizzle spreads a warp's 32 words over the 32 banks (scalar stores of the
+  /// transposed tile, unswizzled, went 4-way).
   CUTE_DEVICE static void store_tile(Params const& p, SharedStorage& s, typename Mainloop::Accumulator const& accum,
                                      int n_tile, int m_tile, int ct) {
     if (ct == 0) {
@@ -347,9 +366,24 @@ struct Sm90GemmMixedInputStreamK {
     cutlass::arch::NamedBarrier::sync(Mainloop::kConsumerThreads, kEpilogueBarrier);
     // wgmma accumulator value v of block blk: row 128 blk + g + 8 (v / 2 % 2) of the warp's 16,
     // column 2q + v % 2 + 8 (v / 4)
-    int const row = (ct / 32) * 16 + (ct % 32) / 4;
-    int const col = 2 * (ct % 4);
-    ElementOut* out = s.out.data();
+    int const warp = ct / 32;
+    int const g = (ct % 32) / 4;
+    int const q = ct % 4;
+    bool const odd = g % 2 != 0;
+    int const row = warp * 16 + g;
+    // After the shuffle this thread stores rows n, n + 1 (n = 128 blk + 16 warp + 8 h + g - g % 2)
+    // at token 8 j + r0: box 2 blk + warp / 4, chunk 2 (warp % 4) + h swizzled by r0, so each
+    // store is base[h] plus a constant.
+    int const r0 = 2 * q + (odd ? 1 : 0);
+    // of its pair (row n at tokens m, m + 1) and the neighbour's (row n ^ 1), the even row's lane
+    // keeps token m of both rows, the odd row's token m + 1
+    uint32_t const select = odd ? 0x3276u : 0x5410u;
+    uint32_t base[2];
+    CUTE_UNROLL
+    for (int h = 0; h < 2; ++h) {
+      base[h] = smem_address(s.out.data()) + (warp / 4) * (TileM * 128) + r0 * 128 +
+                (((2 * (warp % 4) + h) ^ r0) * 16) + (g - g % 2) * 2;
+    }
     // optional fp32 scales per output channel and per token, applied to the fp32 sum before its one
     // rounding (rows and tokens past the problem read 1: the TMA store drops them)
     float channel[Mainloop::kBlocksN][2];
@@ -361,21 +395,34 @@ struct Sm90GemmMixedInputStreamK {
         channel[blk][h] = p.channel_scales != nullptr && n < p.mainloop.N ? p.channel_scales[n] : 1.f;
       }
     }
+    auto token = [&](int m) {
+      int const m_global = m_tile * TileM + m;
+      return p.token_scales != nullptr && m_global < p.M ? p.token_scales[m_global] : 1.f;
+    };
     CUTE_UNROLL
-    for (int blk = 0; blk < Mainloop::kBlocksN; ++blk) {
+    for (int j = 0; j < TileM / 8; ++j) {
+      float const t0 = token(8 * j + 2 * q), t1 = token(8 * j + 2 * q + 1);  // this thread's tokens
       CUTE_UNROLL
-      for (int v = 0; v < TileM / 2; ++v) {
-        int const n = blk * 128 + row + 8 * ((v / 2) % 2);
-        int const m = col + v % 2 + 8 * (v / 4);
-        int const m_global = m_tile * TileM + m;
-        float const token = p.token_scales != nullptr && m_global < p.M ? p.token_scales[m_global] : 1.f;
-        out[m * TileN + n] = ElementOut(accum(v + blk * (TileM / 2)) * (channel[blk][(v / 2) % 2] * token));
+      for (int blk = 0; blk < Mainloop::kBlocksN; ++blk) {
+        CUTE_UNROLL
+        for (int h = 0; h < 2; ++h) {
+          int const v = blk * (TileM / 2) + 4 * j + 2 * h;
+          uint32_t const mine = pack_out(accum(v) * (channel[blk][h] * t0), accum(v + 1) * (channel[blk][h] * t1));
+          uint32_t const theirs = __shfl_xor_sync(0xffffffff, mine, 4);
+          sts32(base[h] + blk * (2 * TileM * 128) + j * 1024, __byte_perm(mine, theirs, select));
+        }
       }
     }
     cute::tma_store_fence();
     cutlass::arch::NamedBarrier::sync(Mainloop::kConsumerThreads, kEpilogueBarrier);
     if (ct == 0) {
-      cute::SM90_TMA_STORE_2D::copy(&p.tma_out, out, n_tile * TileN, m_tile * TileM);
+      CUTE_UNROLL
+      for (int box = 0; box < TileN / 64; ++box) {
+        if (n_tile * TileN + box * 64 < p.mainloop.N) {
+          cute::SM90_TMA_STORE_2D::copy(&p.tma_out, s.out.data() + box * (TileM * 64), n_tile * TileN + box * 64,
+                                        m_tile * TileM);
+        }
+      }
       cute::tma_store_arrive();
     }
   }

@@ -186,7 +186,7 @@ struct Sm90MixedInputConfig {
 
   struct Params {
     CUtensorMap tma_act;  ///< a [M, K], box (kActBoxK, TileM), 128B swizzle
-    CUtensorMap tma_out;  ///< out [M, N], box (TileN, TileM)
+    CUtensorMap tma_out;  ///< out [M, N], box (64, TileM), 128B swizzle
     typename Tile::Params mainloop;
     StreamKDecomposition work;
     float* workspace;             ///< work.sk_slots() tiles of fp32 partials
@@ -201,7 +201,7 @@ struct Sm90MixedInputConfig {
 
   struct SharedStorage : ClusterPartials<kPartFloats> {
     typename Tile::template Storage<kStages> mainloop;
-    SmemArray<Element, TileM * TileN, 128> out;  // (TileM, TileN), n fastest
+    SmemArray<Element, TileM * TileN, 1024> out;  // TileN / 64 boxes of (TileM, 64), n fastest, 128B swizzle
     int sk_last;  ///< stream-K: the CTA of the last piece of the tile whose first piece this CTA adds up
   };
 
