@@ -26,8 +26,6 @@
 #pragma once
 
 #include <cuda.h>
-#include <cuda_bf16.h>
-#include <cuda_fp16.h>
 
 #include "cute/arch/cluster_sm90.hpp"
 #include "cute/arch/copy_sm90_desc.hpp"
@@ -35,6 +33,7 @@
 #include "cute/tensor.hpp"
 #include "cutlass/arch/barrier.h"
 #include "cutlass/arch/reg_reconfig.h"
+#include "cutlass/numeric_conversion.h"
 
 #include "quantgemm/arch/grid_dependency.hpp"
 #include "quantgemm/arch/mma_sync.hpp"
@@ -119,6 +118,8 @@ struct Sm90GemmMixedInputStreamK {
   using SharedStorage = typename Config::SharedStorage;
   static constexpr int kTileFloats = Config::kTileFloats;
   static constexpr int kPartFloats = Config::kPartFloats;
+  static constexpr int kOutBoxCols = Config::kOutBoxCols;
+  static_assert(kOutBoxCols * sizeof(ElementOut) == 128, "the out boxes' rows are the 128-byte swizzle's span");
 
   CUTE_DEVICE static void run(Params const& p, char* smem) {
     QG_TIMELINE(uint64_t tl[6] = {qg_globaltimer()}; long long c0 = clock64();)
@@ -340,19 +341,8 @@ struct Sm90GemmMixedInputStreamK {
     return true;
   }
 
-  /// Two fp32 values as one 32-bit word of ElementOut (lo in the low half), each rounded to nearest even.
-  CUTE_DEVICE static uint32_t pack_out(float lo, float hi) {
-    if constexpr (cute::is_same_v<ElementOut, cutlass::half_t>) {
-      __half2 const h = __floats2half2_rn(lo, hi);
-      return reinterpret_cast<uint32_t const&>(h);
-    } else {
-      __nv_bfloat162 const h = __floats2bfloat162_rn(lo, hi);
-      return reinterpret_cast<uint32_t const&>(h);
-    }
-  }
-
   /// accum (rows: weight n, columns: activation m) -> the out tile via shared memory and TMA stores.
-  /// s.out holds TileN / 64 boxes of (TileM, 64), each row of 128 bytes with the TMA's 128-byte
+  /// s.out holds TileN / kOutBoxCols boxes of (TileM, kOutBoxCols), each row of 128 bytes with the TMA's 128-byte
   /// swizzle (16-byte chunk c of row r at chunk c ^ (r % 8)). A thread holds, of each 8 x 8 block
   /// of its warp's accumulator, row n at tokens m and m + 1, packed in one word; one shuffle with its
   /// neighbour row's lane (lane ^ 4) and a byte permute give each a word of rows n, n + 1 at one
@@ -369,15 +359,14 @@ struct Sm90GemmMixedInputStreamK {
     int const warp = ct / 32;
     int const g = (ct % 32) / 4;
     int const q = ct % 4;
-    bool const odd = g % 2 != 0;
     int const row = warp * 16 + g;
     // After the shuffle this thread stores rows n, n + 1 (n = 128 blk + 16 warp + 8 h + g - g % 2)
     // at token 8 j + r0: box 2 blk + warp / 4, chunk 2 (warp % 4) + h swizzled by r0, so each
     // store is base[h] plus a constant.
-    int const r0 = 2 * q + (odd ? 1 : 0);
+    int const r0 = 2 * q + g % 2;
     // of its pair (row n at tokens m, m + 1) and the neighbour's (row n ^ 1), the even row's lane
     // keeps token m of both rows, the odd row's token m + 1
-    uint32_t const select = odd ? 0x3276u : 0x5410u;
+    uint32_t const select = g % 2 ? 0x3276u : 0x5410u;
     uint32_t base[2];
     CUTE_UNROLL
     for (int h = 0; h < 2; ++h) {
@@ -407,7 +396,9 @@ struct Sm90GemmMixedInputStreamK {
         CUTE_UNROLL
         for (int h = 0; h < 2; ++h) {
           int const v = blk * (TileM / 2) + 4 * j + 2 * h;
-          uint32_t const mine = pack_out(accum(v) * (channel[blk][h] * t0), accum(v + 1) * (channel[blk][h] * t1));
+          auto const pair = cutlass::NumericArrayConverter<ElementOut, float, 2>::convert(
+              {accum(v) * (channel[blk][h] * t0), accum(v + 1) * (channel[blk][h] * t1)});
+          uint32_t const mine = reinterpret_cast<uint32_t const&>(pair);
           uint32_t const theirs = __shfl_xor_sync(0xffffffff, mine, 4);
           sts32(base[h] + blk * (2 * TileM * 128) + j * 1024, __byte_perm(mine, theirs, select));
         }
@@ -417,10 +408,10 @@ struct Sm90GemmMixedInputStreamK {
     cutlass::arch::NamedBarrier::sync(Mainloop::kConsumerThreads, kEpilogueBarrier);
     if (ct == 0) {
       CUTE_UNROLL
-      for (int box = 0; box < TileN / 64; ++box) {
-        if (n_tile * TileN + box * 64 < p.mainloop.N) {
-          cute::SM90_TMA_STORE_2D::copy(&p.tma_out, s.out.data() + box * (TileM * 64), n_tile * TileN + box * 64,
-                                        m_tile * TileM);
+      for (int box = 0; box < TileN / kOutBoxCols; ++box) {
+        int const n0 = n_tile * TileN + box * kOutBoxCols;
+        if (n0 < p.mainloop.N) {
+          cute::SM90_TMA_STORE_2D::copy(&p.tma_out, s.out.data() + box * (TileM * kOutBoxCols), n0, m_tile * TileM);
         }
       }
       cute::tma_store_arrive();

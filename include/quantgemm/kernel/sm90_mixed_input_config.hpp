@@ -175,6 +175,8 @@ struct Sm90MixedInputConfig {
                                   Sm90MixedInputTile<Weight, Element, TileN, TileM, TileK_, ScaleRows>>;
   static constexpr int kThreads = 128 + Tile::kConsumerThreads;  // a producer warpgroup, two consumers
   static constexpr int kTileFloats = TileN * TileM;
+  /// the out tile's TMA boxes: (TileM, kOutBoxCols), a row of 128 bytes (the 128-byte swizzle's span)
+  static constexpr int kOutBoxCols = 64;
   /// ClusterK > 1: the partials of ranks 1 .. ClusterK - 1, as each consumer thread holds them
   static constexpr int kPartFloats = ClusterK > 1 ? (ClusterK - 1) * kTileFloats : 0;
   /// As many stages as fit beside the epilogue tile (and the other ranks' partials), at most 32.
@@ -186,7 +188,7 @@ struct Sm90MixedInputConfig {
 
   struct Params {
     CUtensorMap tma_act;  ///< a [M, K], box (kActBoxK, TileM), 128B swizzle
-    CUtensorMap tma_out;  ///< out [M, N], box (64, TileM), 128B swizzle
+    CUtensorMap tma_out;  ///< out [M, N], box (kOutBoxCols, TileM), 128B swizzle
     typename Tile::Params mainloop;
     StreamKDecomposition work;
     float* workspace;             ///< work.sk_slots() tiles of fp32 partials
@@ -201,7 +203,7 @@ struct Sm90MixedInputConfig {
 
   struct SharedStorage : ClusterPartials<kPartFloats> {
     typename Tile::template Storage<kStages> mainloop;
-    SmemArray<Element, TileM * TileN, 1024> out;  // TileN / 64 boxes of (TileM, 64), n fastest, 128B swizzle
+    SmemArray<Element, TileM * TileN, 1024> out;  // TileN / kOutBoxCols boxes of (TileM, kOutBoxCols), 128B swizzle
     int sk_last;  ///< stream-K: the CTA of the last piece of the tile whose first piece this CTA adds up
   };
 

@@ -108,7 +108,8 @@ LaunchResult launch_sm90_mixed_input_mm(MixedInputMmArgs const& x) {
   cudaError_t err = make_tma_2d(&p.tma_act, kE4m3 ? CU_TENSOR_MAP_DATA_TYPE_UINT8 : kTmaType, kE4m3 ? 1 : 2, x.a, x.M,
                                 x.K, x.lda, TileM, Tile::kActBoxK, CU_TENSOR_MAP_SWIZZLE_128B);
   if (err == cudaSuccess) {
-    err = make_tma_2d(&p.tma_out, kTmaType, 2, x.out, x.M, x.N, x.ldo, TileM, 64, CU_TENSOR_MAP_SWIZZLE_128B);
+    err = make_tma_2d(&p.tma_out, kTmaType, 2, x.out, x.M, x.N, x.ldo, TileM, Config::kOutBoxCols,
+                      CU_TENSOR_MAP_SWIZZLE_128B);
   }
   if (err != cudaSuccess) {
     result.status = Status::kCudaError;
