@@ -141,7 +141,7 @@ def test_unknown_models_are_named():
 
 TUNING = Path(__file__).resolve().parent.parent / "docs" / "tuning"
 #: the timings of M = 96 to 512 with the split-K tiles there (2026-12-04), read before older ones;
-#: those with the 96- and 192-token tiles (an H100, 2026-12-06 and 2026-12-07) before them
+#: those with the 96- and 192-token tiles (an H100, 2026-12-07, after the swizzled epilogue) before them
 U4_TILES, U8_TILES = "h100-batch96-512-tiles96-192.csv", "u8b128_bf16-h100-batch96-512-tiles96-192.csv"
 U4_MID, U8_MID = "h200-batch96-512-split.csv", "u8b128_bf16-h200-batch96-512-split.csv"
 
