@@ -24,8 +24,8 @@ MIXED_INPUT_TILE_M = (8, 16, 32, 64, 96, 128, 192, 256)
 
 
 #: CTAs a tile's k is split over (a thread-block cluster, partials reduced in its shared memory);
-#: 1: stream-K over the whole grid
-MIXED_INPUT_CLUSTER_K = (1, 2, 3, 4)
+#: 1: stream-K over the whole grid. At most 8, the portable cluster size.
+MIXED_INPUT_CLUSTER_K = (1, 2, 3, 4, 5, 6, 7, 8)
 
 
 @dataclass(frozen=True, order=True)
@@ -289,9 +289,12 @@ def _tile(n: int, m: int, k: int = 64, split: int = 1) -> Schedule:
 
 
 def _split_k_tiles(k: int) -> tuple[Schedule, ...]:
-    """Split-K over a cluster of 2, 3 or 4, for layers with fewer tiles than SMs: tiles of 8 to 64
-    tokens with k-deep stages, as many as leave room for the partials (m * n / 128 <= 64)."""
-    return tuple(_tile(n, m, k, c) for n in (128, 256) for m in (8, 16, 32, 64) for c in (2, 3, 4)
+    """Split-K over a cluster of 2 to 8, for layers with fewer tiles than SMs: tiles of 8 to 64
+    tokens with k-deep stages, as many as leave room for the partials (m * n / 128 <= 64); clusters
+    of 5 to 8 for the decode tiles of 8 and 16 tokens only (16 tiles of 256 rows over 6 or 7 CTAs
+    each fill the SMs that 4 leave idle, on the 4096-row layers)."""
+    return tuple(_tile(n, m, k, c) for n in (128, 256) for m in (8, 16, 32, 64)
+                 for c in ((2, 3, 4, 5, 6, 7, 8) if m <= 16 else (2, 3, 4))
                  if m * n // 128 <= 64)
 
 
