@@ -291,10 +291,10 @@ def _tile(n: int, m: int, k: int = 64, split: int = 1) -> Schedule:
 def _split_k_tiles(k: int) -> tuple[Schedule, ...]:
     """Split-K over a cluster of 2 to 8, for layers with fewer tiles than SMs: tiles of 8 to 64
     tokens with k-deep stages, as many as leave room for the partials (m * n / 128 <= 64); clusters
-    of 5 to 8 for the decode tiles of 8 and 16 tokens only (16 tiles of 256 rows over 6 or 7 CTAs
-    each fill the SMs that 4 leave idle, on the 4096-row layers)."""
+    of 5 to 8 for the decode tiles of 8 and 16 tokens only (16 tiles of 256 rows over 6 CTAs fill
+    the SMs that 4 leave idle, on the 4096-row layers)."""
     return tuple(_tile(n, m, k, c) for n in (128, 256) for m in (8, 16, 32, 64)
-                 for c in ((2, 3, 4, 5, 6, 7, 8) if m <= 16 else (2, 3, 4))
+                 for c in (MIXED_INPUT_CLUSTER_K[1:] if m <= 16 else (2, 3, 4))
                  if m * n // 128 <= 64)
 
 
